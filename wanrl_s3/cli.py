@@ -1,0 +1,70 @@
+"""The ``wanrl-s3`` command line.
+
+Each subcommand lives in its own module and exposes ``add_parser(subparsers)``,
+which adds its parser and sets ``func=run`` where ``run(args) -> int``. This
+module only wires them together and turns every :class:`WanrlError` into one
+line on stderr and the exit code the error class carries. No traceback ever
+reaches the user; an unexpected exception prints one line and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .errors import UsageError, WanrlError
+
+# Subcommand modules, imported lazily so `wanrl-s3 estimate` never pays for boto3.
+SUBCOMMANDS: dict[str, str] = {
+    "estimate": "wanrl_s3.cost.cli",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so errors stay one line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="wanrl-s3", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_package_version())
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    subparsers.required = True
+    for module_name in SUBCOMMANDS.values():
+        importlib.import_module(module_name).add_parser(subparsers)
+    return parser
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"wanrl-s3 {version('wanrl-s3')}"
+    except PackageNotFoundError:
+        return "wanrl-s3 (not installed)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args) or 0)
+    except WanrlError as exc:
+        print(f"wanrl-s3: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("wanrl-s3: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # the promise: never a traceback from the CLI
+        print(f"wanrl-s3: internal error: {type(exc).__name__}: {exc} "
+              "(please report this)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The one error hierarchy of wanrl-s3.
+
+Every error the library raises derives from :class:`WanrlError` *and* from the
+builtin that matches its meaning, so callers can catch either ``WanrlError`` or
+the builtin they already handle (``ValueError``, ``FileExistsError`` ...).
+Each class carries the process exit code that the CLI uses for it, so the
+mapping from failure to exit status lives in one place.
+
+Exit codes (also documented in the README):
+
+==== ==========================================================
+0    success
+1    an unexpected internal error (a bug: please report it)
+2    bad usage or input (flags, files, a version that does not exist)
+3    verification failure (hash mismatch, malformed or unsigned manifest)
+4    version conflict (the version exists, or LATEST is newer)
+5    infeasible plan (the planner's feasibility gate)
+6    the store could not be reached or failed an I/O request
+==== ==========================================================
+"""
+
+from __future__ import annotations
+
+
+class WanrlError(Exception):
+    """Base class of every error raised by wanrl-s3."""
+
+    exit_code: int = 1
+
+
+class UsageError(WanrlError, ValueError):
+    """Bad arguments or input files: the caller can fix it."""
+
+    exit_code = 2
+
+
+class NotFoundError(WanrlError, FileNotFoundError):
+    """A version, object or file that was asked for does not exist."""
+
+    exit_code = 2
+
+    def __str__(self) -> str:  # FileNotFoundError's repr-style str is noisy
+        return str(self.args[0]) if self.args else "not found"
+
+
+class VerificationError(WanrlError, ValueError):
+    """Stored bytes do not match what the manifest promises."""
+
+    exit_code = 3
+
+
+class ManifestError(VerificationError):
+    """A manifest (or LATEST pointer) is malformed; the message names the field."""
+
+
+class SignatureError(VerificationError):
+    """A manifest is unsigned where a signature is required, or its signature is forged."""
+
+
+class VersionConflictError(WanrlError, FileExistsError):
+    """The version is already claimed, or LATEST already points past it."""
+
+    exit_code = 4
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "version conflict"
+
+
+class InfeasiblePlanError(WanrlError, ValueError):
+    """The capacity rule's gate: no fleet size removes the learner bubble."""
+
+    exit_code = 5
+
+
+class StoreError(WanrlError, OSError):
+    """The object store failed a request that retries did not fix."""
+
+    exit_code = 6
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "store error"
+
+
+class TransientStoreError(StoreError):
+    """A request failed in a way that is worth retrying (connection reset, 5xx, timeout)."""
+
+
+class PreconditionFailedError(StoreError):
+    """A conditional write lost its race (If-None-Match / If-Match did not hold).
+
+    Internal to the commit protocol; the publisher turns it into
+    :class:`VersionConflictError` with a message that names the version.
+    """
+
+
+__all__ = [
+    "InfeasiblePlanError",
+    "ManifestError",
+    "NotFoundError",
+    "PreconditionFailedError",
+    "SignatureError",
+    "StoreError",
+    "TransientStoreError",
+    "UsageError",
+    "VerificationError",
+    "VersionConflictError",
+    "WanrlError",
+]
