@@ -1,0 +1,53 @@
+"""The one place where tensors meet the delta codec.
+
+The codec (:mod:`wanrl_s3.codec`) works on flat arrays of bit patterns. The
+publisher and the subscriber work on typed tensors (numpy, or torch on any
+device). This module converts between the two so that neither caller repeats
+it: views as the same-width unsigned type, the torch path for tensors that
+live on an accelerator, and in-place application.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import dtypes, hashing
+from .codec import DeltaPayload, decode_delta, encode_delta
+from .tensors import byte_view, is_torch, to_numpy, to_torch
+
+
+def _bits(arr: np.ndarray) -> np.ndarray:
+    return arr.reshape(-1).view(dtypes.of_numpy(arr.dtype).bits)
+
+
+def encode_and_apply(old: np.ndarray, x: Any, *, level: int, max_bytes: int
+                     ) -> tuple[DeltaPayload | None, str]:
+    """Encode ``x`` against ``old``, then make ``old`` hold ``x``'s bits.
+
+    Returns the payload (None when the change is too dense for ``max_bytes``,
+    leaving ``old`` untouched) and the BLAKE3 hash of the new bits. A tensor on
+    an accelerator is compared on its device; only the changes cross to the host.
+    """
+    if is_torch(x) and x.device.type != "cpu":
+        from .codec.torch_delta import encode_delta_torch
+
+        payload = encode_delta_torch(to_torch(old, str(x.device)), x, level=level,
+                                     max_bytes=max_bytes)
+        if payload is None:
+            return None, ""
+        apply_inplace(payload.data, old)
+        return payload, hashing.digest(byte_view(old))
+    new = to_numpy(x)
+    payload = encode_delta(_bits(old), _bits(new), level=level, max_bytes=max_bytes)
+    if payload is None:
+        return None, ""
+    np.copyto(old, new)
+    return payload, hashing.digest(byte_view(new))
+
+
+def apply_inplace(data: bytes, dest: np.ndarray) -> None:
+    """XOR a delta payload into ``dest`` (bit-exact; raises VerificationError if malformed)."""
+    bits = _bits(dest)
+    decode_delta(data, bits, out=bits)

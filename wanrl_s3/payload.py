@@ -1,0 +1,98 @@
+"""Packing a version's stored bytes into payload objects, uploaded as they fill.
+
+Tensors (or their deltas) are appended one after another to a byte stream that
+is cut into objects of at most ``object_bytes``; a tensor may span several
+objects, which is why the manifest records a list of segments per tensor.
+Parts of every object upload in parallel on a shared pool while the stream
+goes on; a shared semaphore bounds the parts held in memory, so publishing
+never holds a second copy of the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from .layout import payload_key
+from .manifest import ObjectRef, Segment
+from .store import ObjectStore, ObjectWriter
+
+
+class PayloadWriter:
+    def __init__(self, store: ObjectStore, version: int, publish_id: str, *,
+                 object_bytes: int, part_bytes: int, concurrency: int) -> None:
+        self.store, self.version, self.publish_id = store, version, publish_id
+        self.object_bytes, self.part_bytes = object_bytes, part_bytes
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
+        self._closer = ThreadPoolExecutor(2, thread_name_prefix="wanrl-complete")
+        self._slots = threading.Semaphore(concurrency + 2)
+        self._writer: ObjectWriter | None = None
+        self._writers: list[ObjectWriter] = []
+        self._closing: list[Future[str]] = []
+        self._objects: list[ObjectRef] = []
+        self.bytes_written = 0
+
+    def _relative(self, index: int) -> str:
+        return f"{self.publish_id}/{index:06d}.bin"
+
+    def _current(self) -> ObjectWriter:
+        if self._writer is None:
+            rel = self._relative(len(self._writers))
+            self._writer = self.store.open_writer(
+                payload_key(self.version, rel), self._pool, part_bytes=self.part_bytes,
+                slots=self._slots)
+            self._writers.append(self._writer)
+        return self._writer
+
+    def _roll(self) -> None:
+        """Finish the current object in the background and start a new one next time."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            rel = self._relative(len(self._writers) - 1)
+            self._objects.append(ObjectRef(rel, writer.bytes_written))
+            self._closing.append(self._closer.submit(writer.close))
+
+    def write(self, data: memoryview) -> tuple[Segment, ...]:
+        """Append bytes; return where they landed (one segment per object touched)."""
+        view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
+        segments: list[Segment] = []
+        while len(view):
+            writer = self._current()
+            room = self.object_bytes - writer.bytes_written
+            piece = view[:room]
+            segments.append(Segment(self._relative(len(self._writers) - 1),
+                                    writer.bytes_written, len(piece)))
+            writer.write(piece)
+            self.bytes_written += len(piece)
+            view = view[room:]
+            if writer.bytes_written >= self.object_bytes:
+                self._roll()
+        return tuple(segments)
+
+    def close(self) -> tuple[ObjectRef, ...]:
+        """Wait until every object is complete in the store; return the object list."""
+        self._roll()
+        for future in self._closing:
+            future.result()
+        self._shutdown()
+        return tuple(self._objects)
+
+    def abort(self) -> None:
+        """Cancel everything in flight and remove what already landed (best effort)."""
+        for future in self._closing:
+            with contextlib.suppress(Exception):
+                future.result()
+        for writer in self._writers:
+            writer.abort()
+        self._shutdown()
+        self.delete_objects()
+
+    def delete_objects(self) -> None:
+        keys = [payload_key(self.version, self._relative(i)) for i in range(len(self._writers))]
+        with contextlib.suppress(Exception):  # leftovers are the GC's job
+            self.store.delete(keys)
+
+    def _shutdown(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._closer.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,84 @@
+"""Which class serves which URL scheme, imported only when first used.
+
+Like fsspec's registry: a name maps to a dotted class path and an install hint,
+so a missing optional dependency is one clear line naming the fix, and third
+parties can add schemes with :func:`register_implementation`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..errors import UsageError
+from .spec import ObjectStore
+
+known_implementations: dict[str, dict[str, str]] = {
+    "s3": {"class": "wanrl_s3.store.s3.S3Store",
+           "err": "s3:// needs boto3: pip install boto3"},
+    "file": {"class": "wanrl_s3.store.local.LocalStore", "err": ""},
+    "memory": {"class": "wanrl_s3.store.memory.MemoryStore", "err": ""},
+}
+_ALIASES = {"s3a": "s3", "local": "file"}
+_registry: dict[str, type[ObjectStore]] = {}
+
+
+def register_implementation(protocol: str, cls: type[ObjectStore] | str,
+                            errtxt: str = "", *, clobber: bool = False) -> None:
+    """Map ``protocol`` to a class, or to a dotted path imported on first use."""
+    if not clobber and (protocol in _registry or protocol in known_implementations):
+        raise UsageError(f"store protocol {protocol!r} is already registered")
+    if isinstance(cls, str):
+        known_implementations[protocol] = {"class": cls, "err": errtxt}
+        _registry.pop(protocol, None)
+    else:
+        _registry[protocol] = cls
+
+
+def get_store_class(protocol: str) -> type[ObjectStore]:
+    protocol = _ALIASES.get(protocol, protocol)
+    if protocol in _registry:
+        return _registry[protocol]
+    spec = known_implementations.get(protocol)
+    if spec is None:
+        known = ", ".join(f"{p}://" for p in sorted(known_implementations))
+        raise UsageError(f"unknown store protocol {protocol!r}; known: {known}")
+    module_name, _, cls_name = spec["class"].rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except ImportError as exc:
+        raise UsageError(spec["err"] or f"cannot import {spec['class']}: {exc}") from exc
+    _registry[protocol] = cls
+    return cls
+
+
+def open_store(url: str, **options: Any) -> ObjectStore:
+    """The store a URL names: ``s3://bucket/prefix``, ``file:///dir``, ``memory://name``.
+
+    A plain path is a ``file://`` store. ``options`` go to the backend
+    (``endpoint_url``, ``profile``, ``region`` for s3://; ``retry`` for all);
+    options a backend does not take are ignored, so one set of CLI flags serves
+    every scheme.
+    """
+    if not url:
+        raise UsageError("a store URL is required, e.g. s3://bucket/prefix or file:///path")
+    if "://" not in url:
+        return get_store_class("file")(url, **_filter(options, {"retry"}))
+    parts = urlsplit(url)
+    protocol = _ALIASES.get(parts.scheme, parts.scheme)
+    cls = get_store_class(protocol)
+    if protocol == "s3":
+        return cls(parts.netloc, parts.path, **_filter(options, {
+            "endpoint_url", "profile", "region", "max_connections", "retry", "read_timeout_s"}))
+    if protocol == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise UsageError(f"file:// URLs take an absolute path, e.g. file:///data; got {url}")
+        return cls(parts.path, **_filter(options, {"retry"}))
+    if protocol == "memory":
+        return cls(parts.netloc + parts.path, **_filter(options, {"retry"}))
+    return cls(url, **options)
+
+
+def _filter(options: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k in allowed and v is not None}

@@ -1,0 +1,251 @@
+"""s3:// : any S3-compatible service through boto3 (AWS S3, R2, GCS's S3 API, MinIO, moto).
+
+Where the service is: ``endpoint_url`` (or the standard ``AWS_ENDPOINT_URL``),
+credentials from ``profile`` or the standard credential chain. Retries are ours
+(:mod:`wanrl_s3.store.retry`, on an injectable clock), so botocore's own are
+switched off: one retry layer, not two multiplying each other. Integrity is
+ours too (BLAKE3 per tensor, in the manifest), so botocore's extra CRC32 on
+every request and response is off as well; it costs CPU and checks nothing
+that the manifest does not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import botocore.exceptions as bx
+from botocore.config import Config
+from urllib3.exceptions import ProtocolError
+
+from ..errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    TransientStoreError,
+    UsageError,
+)
+from .retry import RetryPolicy
+from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
+
+#: Failures worth another try: the connection, not the request, went wrong.
+RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    bx.EndpointConnectionError,
+    bx.ConnectionClosedError,
+    bx.ConnectTimeoutError,
+    bx.ReadTimeoutError,
+    bx.ResponseStreamingError,
+    bx.IncompleteReadError,
+    ProtocolError,
+    ConnectionError,
+    TimeoutError,
+)
+#: S3 error codes that mean "try again later".
+RETRYABLE_CODES = frozenset({
+    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "503", "500",
+    "RequestTimeTooSkewed", "OperationAborted",
+})
+_NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
+# 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
+_PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
+_CHUNK_BYTES = 1 << 20
+
+
+class _NotModified(StoreError):
+    """A conditional GET found the ETag unchanged (HTTP 304)."""
+
+
+def _parse_ts(value: Any) -> float:
+    return value.timestamp() if isinstance(value, _dt.datetime) else 0.0
+
+
+class S3Store(ObjectStore):
+    protocol = "s3"
+
+    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
+                 profile: str | None = None, region: str | None = None,
+                 max_connections: int = 32, read_timeout_s: float = 60.0,
+                 retry: RetryPolicy | None = None, client: Any = None) -> None:
+        super().__init__(retry)
+        if not bucket:
+            raise UsageError("an s3:// URL needs a bucket: s3://BUCKET[/PREFIX]")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.endpoint_url = endpoint_url or None
+        self._client = client or self._make_client(profile, region, max_connections,
+                                                   read_timeout_s)
+
+    def _make_client(self, profile: str | None, region: str | None, max_connections: int,
+                     read_timeout_s: float) -> Any:
+        config = Config(
+            max_pool_connections=max_connections,
+            retries={"total_max_attempts": 1},
+            connect_timeout=10,
+            read_timeout=read_timeout_s,
+            tcp_keepalive=True,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        try:
+            session = boto3.session.Session(profile_name=profile or None)
+            return session.client("s3", endpoint_url=self.endpoint_url,
+                                  region_name=region or session.region_name or "us-east-1",
+                                  config=config)
+        except bx.ProfileNotFound as exc:
+            raise UsageError(f"AWS profile {profile!r} is not configured") from exc
+        except ValueError as exc:
+            raise UsageError(f"cannot make an S3 client: {exc}") from exc
+
+    @property
+    def url(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}".rstrip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, full_key: str) -> str:
+        return full_key[len(self.prefix) + 1:] if self.prefix else full_key
+
+    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+        """One request, with its failures translated into our error classes."""
+        try:
+            return fn(Bucket=self.bucket, **kwargs)
+        except bx.ClientError as exc:
+            raise self._translate(exc, what) from exc
+        except RETRYABLE_EXCEPTIONS as exc:
+            raise TransientStoreError(f"{what}: {exc}") from exc
+        except bx.NoCredentialsError as exc:
+            raise UsageError(
+                "no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
+                "AWS_PROFILE or pass --profile"
+            ) from exc
+
+    def _translate(self, exc: bx.ClientError, what: str) -> Exception:
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        where = f"{self.url}: {what}"
+        if status == 304 or code in ("304", "NotModified"):
+            return _NotModified(where)
+        if code in _NOT_FOUND_CODES:
+            return NotFoundError(f"{where}: not found")
+        if code in _PRECONDITION_CODES or status in (409, 412):
+            return PreconditionFailedError(f"{where}: precondition failed ({code})")
+        if code == "NoSuchBucket":
+            return StoreError(f"bucket {self.bucket!r} does not exist at "
+                              f"{self.endpoint_url or 'the default endpoint'}")
+        if code in RETRYABLE_CODES or status >= 500:
+            return TransientStoreError(f"{where}: {code or status}")
+        return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
+
+    # -- primitives -------------------------------------------------------------
+    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+        kwargs: dict[str, Any] = {"Key": self._key(key)}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = if_none_match
+        try:
+            resp = self._call(f"GET {key}", self._client.get_object, **kwargs)
+        except _NotModified:
+            return None
+        try:
+            data = resp["Body"].read()
+        except RETRYABLE_EXCEPTIONS as exc:
+            raise TransientStoreError(f"GET {key}: {exc}") from exc
+        return Blob(data, resp["ETag"])
+
+    def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
+        end = offset + len(buf) - 1
+        resp = self._call(f"GET {key}", self._client.get_object, Key=self._key(key),
+                          Range=f"bytes={offset}-{end}")
+        done = 0
+        try:
+            for chunk in resp["Body"].iter_chunks(_CHUNK_BYTES):
+                n = min(len(chunk), len(buf) - done)
+                buf[done:done + n] = chunk[:n]
+                done += n
+        except RETRYABLE_EXCEPTIONS as exc:
+            if done == 0:
+                raise TransientStoreError(f"GET {key}: {exc}") from exc
+        return done
+
+    def _put(self, key: str, data: bytes, *, if_none_match: bool = False,
+             if_match: str | None = None) -> str:
+        kwargs: dict[str, Any] = {"Key": self._key(key), "Body": data}
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if if_match is not None:
+            kwargs["IfMatch"] = if_match
+        return str(self._call(f"PUT {key}", self._client.put_object, **kwargs)["ETag"])
+
+    def _head(self, key: str) -> ObjectInfo | None:
+        try:
+            resp = self._call(f"HEAD {key}", self._client.head_object, Key=self._key(key))
+        except NotFoundError:
+            return None
+        return ObjectInfo(key, int(resp["ContentLength"]), resp["ETag"],
+                          _parse_ts(resp.get("LastModified")))
+
+    def _list(self, prefix: str) -> Iterator[ObjectInfo]:
+        token: dict[str, str] = {}
+        while True:
+            resp = self._call(f"LIST {prefix}", self._client.list_objects_v2,
+                              Prefix=self._key(prefix), **token)
+            for item in resp.get("Contents", []):
+                yield ObjectInfo(self._rel(item["Key"]), int(item["Size"]), item["ETag"],
+                                 _parse_ts(item.get("LastModified")))
+            if not resp.get("IsTruncated"):
+                return
+            token = {"ContinuationToken": resp["NextContinuationToken"]}
+
+    def _delete(self, keys: list[str]) -> None:
+        resp = self._call("DELETE", self._client.delete_objects, Delete={
+            "Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True})
+        errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+        if errors:
+            first = errors[0]
+            raise StoreError(f"{self.url}: DELETE {first.get('Key')}: {first.get('Code')}")
+
+    def _mpu_create(self, key: str) -> str:
+        return str(self._call(f"CREATE upload {key}", self._client.create_multipart_upload,
+                              Key=self._key(key))["UploadId"])
+
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+        return str(self._call(f"PUT {key} part {part_number}", self._client.upload_part,
+                              Key=self._key(key), UploadId=upload_id,
+                              PartNumber=part_number, Body=data)["ETag"])
+
+    def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        resp = self._call(f"COMPLETE {key}", self._client.complete_multipart_upload,
+                          Key=self._key(key), UploadId=upload_id, MultipartUpload={
+                              "Parts": [{"PartNumber": n, "ETag": e} for n, e in sorted(parts)]})
+        return str(resp["ETag"])
+
+    def _mpu_abort(self, key: str, upload_id: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._call(f"ABORT {key}", self._client.abort_multipart_upload,
+                       Key=self._key(key), UploadId=upload_id)
+
+    def _mpu_list(self, prefix: str) -> Iterator[PendingUpload]:
+        marker: dict[str, str] = {}
+        while True:
+            resp = self._call("LIST uploads", self._client.list_multipart_uploads,
+                              Prefix=self._key(prefix), **marker)
+            for up in resp.get("Uploads", []):
+                yield PendingUpload(self._rel(up["Key"]), up["UploadId"],
+                                    _parse_ts(up.get("Initiated")))
+            if not resp.get("IsTruncated"):
+                return
+            marker = {"KeyMarker": resp["NextKeyMarker"],
+                      "UploadIdMarker": resp["NextUploadIdMarker"]}
+
+    def _copy(self, src_key: str, dst_key: str) -> None:
+        try:
+            self._client.copy({"Bucket": self.bucket, "Key": self._key(src_key)},
+                              self.bucket, self._key(dst_key))
+        except bx.ClientError as exc:
+            raise self._translate(exc, f"COPY {src_key}") from exc
+        except RETRYABLE_EXCEPTIONS as exc:
+            raise TransientStoreError(f"COPY {src_key}: {exc}") from exc
