@@ -97,8 +97,9 @@ def plan_fetch(target: Manifest, lookup: Callable[[int], Manifest],
     if have_version not in versions:
         return keyframe_plan
     after = chain[versions.index(have_version) + 1:]
-    if not after:  # already at the target
-        return FetchPlan((target,), have_version, ())
+    if not after:  # already at the target: nothing to download, only a copy to check
+        return FetchPlan((target,), have_version,
+                         tuple(Recipe(t.name, HAVE, None, ()) for t in target.tensors))
     have_plan = FetchPlan(tuple(after), have_version, recipes(after, from_have=True))
     if have_plan.download_bytes <= keyframe_plan.download_bytes:
         return have_plan

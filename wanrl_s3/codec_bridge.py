@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from . import codec as _codec
 from . import dtypes, hashing
-from .codec import DeltaPayload, decode_delta, encode_delta
+from .codec import DeltaPayload
 from .tensors import byte_view, is_torch, to_numpy, to_torch
 
 
@@ -22,15 +23,16 @@ def _bits(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(dtypes.of_numpy(arr.dtype).bits)
 
 
-def encode_and_apply(old: np.ndarray, x: Any, *, level: int, max_bytes: int
-                     ) -> tuple[DeltaPayload | None, str]:
-    """Encode ``x`` against ``old``, then make ``old`` hold ``x``'s bits.
+def encode_delta(old: np.ndarray, x: Any, *, level: int, max_bytes: int, update: bool
+                 ) -> tuple[DeltaPayload | None, str]:
+    """Encode ``x`` against ``old``; with ``update``, ``old`` then holds ``x``'s bits.
 
     Returns the payload (None when the change is too dense for ``max_bytes``,
     leaving ``old`` untouched) and the BLAKE3 hash of the new bits. A tensor on
-    an accelerator is compared on its device; only the changes cross to the host.
+    an accelerator is compared on its device, so only the changes cross to the
+    host when ``old`` is kept up to date.
     """
-    if is_torch(x) and x.device.type != "cpu":
+    if is_torch(x) and x.device.type != "cpu" and update:
         from .codec.torch_delta import encode_delta_torch
 
         payload = encode_delta_torch(to_torch(old, str(x.device)), x, level=level,
@@ -40,14 +42,15 @@ def encode_and_apply(old: np.ndarray, x: Any, *, level: int, max_bytes: int
         apply_inplace(payload.data, old)
         return payload, hashing.digest(byte_view(old))
     new = to_numpy(x)
-    payload = encode_delta(_bits(old), _bits(new), level=level, max_bytes=max_bytes)
+    payload = _codec.encode_delta(_bits(old), _bits(new), level=level, max_bytes=max_bytes)
     if payload is None:
         return None, ""
-    np.copyto(old, new)
+    if update:
+        np.copyto(old, new)
     return payload, hashing.digest(byte_view(new))
 
 
 def apply_inplace(data: bytes, dest: np.ndarray) -> None:
     """XOR a delta payload into ``dest`` (bit-exact; raises VerificationError if malformed)."""
     bits = _bits(dest)
-    decode_delta(data, bits, out=bits)
+    _codec.decode_delta(data, bits, out=bits)

@@ -98,6 +98,7 @@ class _Base:
     keyframe_version: int
     since_keyframe: int
     bits: dict[str, np.ndarray] = field(default_factory=dict)
+    borrowed: bool = False  # read-only bits (a file's memory map): used once, never updated
 
 
 @dataclass
@@ -107,7 +108,6 @@ class _Draft:
     entries: list[TensorEntry]
     objects: tuple[ObjectRef, ...]
     writer: PayloadWriter
-    held: dict[str, np.ndarray]
     base: _Base | None
 
     def manifest(self, run_id: str, version: int, metadata: Mapping[str, str]) -> Manifest:
@@ -122,12 +122,27 @@ class Publisher:
     """Publishes versions of one run to one store. Not thread-safe: one publish at a time."""
 
     def __init__(self, store: ObjectStore, config: PublishConfig | None = None, *,
-                 run_id: str | None = None, signer: Any = None) -> None:
+                 run_id: str | None = None, signer: Any = None, keep_base: bool = True) -> None:
+        """``keep_base=False`` holds no copy of the published bits (a one-shot publish)."""
         self.store = store
+        self.keep_base = keep_base
         self.config = config or PublishConfig()
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.signer = signer
         self._base: _Base | None = None
+
+    def adopt_base(self, version: int, tensors: Mapping[str, np.ndarray], *,
+                   keyframe_version: int, since_keyframe: int, borrow: bool = False) -> None:
+        """Start from an already published version (the caller has verified ``tensors``).
+
+        A restarted trainer, or a one-shot CLI publish, uses this to send a delta
+        instead of a keyframe. With ``borrow`` the arrays are read but never
+        written (a memory-mapped file); the publisher then forgets them after
+        one publish.
+        """
+        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
+        self._base = _Base(layout.check_version(version), keyframe_version, since_keyframe,
+                           bits, borrowed=borrow)
 
     def publish(self, tensors: StateDict, version: int, *,
                 metadata: Mapping[str, str] | None = None) -> PublishResult:
@@ -140,23 +155,31 @@ class Publisher:
         start = time.monotonic()
         self._check_claimable(version)
         base = self._delta_base(version)
-        held = base.bits if base is not None else (self._base.bits if self._base else {})
-        self._base = None  # the held bits change in place from here: invalid until commit
+        prior, self._base = self._base, None  # held bits change in place: invalid until commit
+        held = None if not self._keeps_base else (
+            prior.bits if prior is not None and not prior.borrowed else {})
         draft = self._write(iter_items(tensors), version, base, held)
         manifest = draft.manifest(self.run_id, version, metadata or {})
         if base is not None and self._delta_too_big(manifest):
-            draft.writer.delete_objects()
-            draft = self._write(iter(list(held.items())), version, None, held)
-            manifest = draft.manifest(self.run_id, version, metadata or {})
+            source = held if held is not None else tensors if isinstance(tensors, Mapping) else None
+            if source is not None:  # a keyframe instead; a one-pass generator can't be re-read
+                draft.writer.delete_objects()
+                draft = self._write(iter_items(dict(source)), version, None, held)
+                manifest = draft.manifest(self.run_id, version, metadata or {})
         manifest = self._sign(manifest.validate())
         self._commit_manifest(manifest, draft.writer)
         moved = self._advance_latest(manifest)
-        if self.config.delta != "never":
+        if held is not None:
             self._base = _Base(version, manifest.keyframe_version or version,
-                               0 if base is None else base.since_keyframe + 1, draft.held)
+                               0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
+                               held)
         return PublishResult(manifest.version, manifest.kind, manifest.base_version,
                              manifest.raw_bytes, manifest.stored_bytes, len(manifest.tensors),
                              time.monotonic() - start, moved, manifest.density)
+
+    @property
+    def _keeps_base(self) -> bool:
+        return self.config.delta != "never" and self.keep_base
 
     # -- steps --------------------------------------------------------------------
     def _check_claimable(self, version: int) -> None:
@@ -179,7 +202,7 @@ class Publisher:
         return base
 
     def _write(self, items: Iterator[tuple[str, Any]], version: int, base: _Base | None,
-               held: dict[str, np.ndarray]) -> _Draft:
+               held: dict[str, np.ndarray] | None) -> _Draft:
         cfg = self.config
         writer = PayloadWriter(self.store, version, secrets.token_hex(6),
                                object_bytes=cfg.object_bytes, part_bytes=cfg.part_bytes,
@@ -187,42 +210,49 @@ class Publisher:
         entries: list[TensorEntry] = []
         try:
             for name, x in items:
-                entries.append(self._encode(name, x, writer, held, base is not None))
+                entries.append(self._encode(name, x, writer, held, base))
             objects = writer.close()
         except BaseException:
             writer.abort()
             raise
         if not entries:
             raise UsageError("nothing to publish: the state dict has no tensors")
-        for gone in set(held) - {e.name for e in entries}:
-            del held[gone]
-        return _Draft(entries, objects, writer, held, base)
+        if held is not None:
+            for gone in set(held) - {e.name for e in entries}:
+                del held[gone]
+        return _Draft(entries, objects, writer, base)
 
-    def _encode(self, name: str, x: Any, writer: PayloadWriter, held: dict[str, np.ndarray],
-                delta_ok: bool) -> TensorEntry:
-        """One tensor: an XOR delta against the held bits when that pays, else raw bytes."""
-        old = held.get(name)
-        if delta_ok and old is not None:
-            entry = self._encode_delta(name, x, old, writer)
+    def _encode(self, name: str, x: Any, writer: PayloadWriter,
+                held: dict[str, np.ndarray] | None, base: _Base | None) -> TensorEntry:
+        """One tensor: an XOR delta against the base bits when that pays, else raw bytes.
+
+        ``held`` (when the publisher keeps a base) ends up with the new bits.
+        """
+        old = None if base is None else base.bits.get(name)
+        if old is not None:
+            in_place = held is not None and held.get(name) is old
+            entry = self._encode_delta(name, x, old, writer, update=in_place)
             if entry is not None:
+                if held is not None and not in_place:
+                    held[name] = to_numpy(x, name=name).copy()
                 return entry
         arr = to_numpy(x, name=name)
-        if self.config.delta != "never":
-            held[name] = _hold(arr, old)
+        if held is not None:
+            held[name] = _hold(arr, held.get(name))
         view = byte_view(arr)
         digest = hashing.digest(view)
         return TensorEntry(name, dtypes.of_numpy(arr.dtype).name, tuple(arr.shape), digest,
                            "raw", writer.write(view), digest)
 
-    def _encode_delta(self, name: str, x: Any, old: np.ndarray,
-                      writer: PayloadWriter) -> TensorEntry | None:
-        """The delta of ``x`` against ``old``, applied to ``old`` in place; None if too dense."""
+    def _encode_delta(self, name: str, x: Any, old: np.ndarray, writer: PayloadWriter, *,
+                      update: bool) -> TensorEntry | None:
+        """The delta of ``x`` against ``old`` (then held in ``old`` if ``update``); None if dense."""
         dt = dtypes.of_torch(x.dtype) if is_torch(x) else dtypes.of_numpy(x.dtype)
         if tuple(x.shape) != old.shape or dt.numpy != old.dtype:
             return None
         limit = int(old.nbytes * self.config.max_delta_fraction)
-        payload, digest = codec_bridge.encode_and_apply(old, x, level=self.config.zstd_level,
-                                                        max_bytes=limit)
+        payload, digest = codec_bridge.encode_delta(old, x, level=self.config.zstd_level,
+                                                    max_bytes=limit, update=update)
         if payload is None:
             return None
         view = memoryview(payload.data)

@@ -140,6 +140,20 @@ class Subscriber:
         target = self.manifest(self.resolve(version))
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
 
+    def verify_local(self, snapshot: Snapshot) -> Manifest:
+        """Check that a local copy holds exactly the published tensors of its version."""
+        m = self.manifest(snapshot.version)
+        if set(snapshot.tensors) != set(m.by_name):
+            raise VerificationError(f"the local copy's tensor names differ from version "
+                                    f"{m.version}'s")
+        for name, arr in snapshot.tensors.items():
+            entry = m.by_name[name]
+            if (arr.dtype != dtypes.by_name(entry.dtype).numpy or tuple(arr.shape) != entry.shape
+                    or hashing.digest(byte_view(arr if arr.flags.c_contiguous else arr.copy())) != entry.hash):
+                raise VerificationError(f"tensor {name!r} of the local copy is not the one "
+                                        f"published as version {m.version}")
+        return m
+
     # -- reading ----------------------------------------------------------------
     def fetch(self, version: int | str | None = None, *, have: Snapshot | None = None,
               alloc: Allocator | None = None, progress: Progress | None = None,
@@ -176,8 +190,6 @@ class Subscriber:
     def _materialize(self, plan: FetchPlan, have: Snapshot | None, alloc: Allocator,
                      progress: Progress | None, cancel: threading.Event | None) -> Snapshot:
         target = plan.target
-        if not plan.recipes and have is not None:  # already at the target version
-            return Snapshot(target.version, have.tensors, target, 0, ())
         outputs = {r.name: alloc(target.by_name[r.name]) for r in plan.recipes}
         payloads: dict[tuple[int, str], bytearray] = {}
         jobs = list(self._jobs(plan, outputs, payloads, have))
@@ -190,7 +202,7 @@ class Subscriber:
         for c in checks:
             c.result()
         return Snapshot(target.version, outputs, target, moved,
-                        tuple(m.version for m in plan.steps))
+                        tuple(m.version for m in plan.steps if m.version != plan.have_version))
 
     def _jobs(self, plan: FetchPlan, outputs: dict[str, np.ndarray],
               payloads: dict[tuple[int, str], bytearray], have: Snapshot | None
@@ -219,7 +231,8 @@ class Subscriber:
                 raise VerificationError(f"delta of tensor {r.name!r} in version "
                                         f"{plan.steps[step].version} does not match its hash")
             codec_bridge.apply_inplace(bytes(data), dest)
-        if r.deltas and hashing.digest(byte_view(dest)) != plan.target.by_name[r.name].hash:
+        rebuilt = r.deltas or r.start is None
+        if rebuilt and hashing.digest(byte_view(dest)) != plan.target.by_name[r.name].hash:
             raise VerificationError(
                 f"tensor {r.name!r} rebuilt for version {plan.target.version} does not match "
                 "the published hash (a delta applied to the wrong base?)")

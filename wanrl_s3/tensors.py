@@ -40,7 +40,9 @@ def to_numpy(x: TensorLike, *, name: str = "tensor") -> np.ndarray:
     dt = dtypes.of_numpy(x.dtype)
     if x.dtype.byteorder == ">":
         raise UsageError(f"{name}: big-endian arrays are not supported; use .astype('<...')")
-    return np.ascontiguousarray(x).view(dt.numpy)
+    if not x.flags.c_contiguous:
+        x = x.copy(order="C")  # np.ascontiguousarray would turn 0-d into 1-d
+    return x.view(dt.numpy)
 
 
 def _torch_to_numpy(t: Any, name: str) -> np.ndarray:
@@ -63,10 +65,12 @@ def to_torch(arr: np.ndarray, device: str | None = None) -> Any:
     import torch
 
     dt = dtypes.of_numpy(arr.dtype)
+    if not arr.flags.c_contiguous:
+        arr = arr.copy(order="C")
     if dt.name == "BF16":
-        t = torch.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(torch.bfloat16)
+        t = torch.from_numpy(arr.view(np.int16)).view(torch.bfloat16)
     else:
-        t = torch.from_numpy(np.ascontiguousarray(arr))
+        t = torch.from_numpy(arr)
     return t if device is None else t.to(device)
 
 
