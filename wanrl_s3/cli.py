@@ -18,6 +18,10 @@ from .errors import UsageError, WanrlError
 
 # Subcommand modules, imported lazily so `wanrl-s3 estimate` never pays for boto3.
 SUBCOMMANDS: dict[str, str] = {
+    "publish": "wanrl_s3.commands.publish",
+    "pull": "wanrl_s3.commands.pull",
+    "inspect": "wanrl_s3.commands.inspect",
+    "gc": "wanrl_s3.commands.gc",
     "estimate": "wanrl_s3.cost.cli",
 }
 
