@@ -48,10 +48,22 @@ class PayloadWriter:
     def _roll(self) -> None:
         """Finish the current object in the background and start a new one next time."""
         writer, self._writer = self._writer, None
-        if writer is not None:
-            rel = self._relative(len(self._writers) - 1)
-            self._objects.append(ObjectRef(rel, writer.bytes_written))
+        if writer is None:
+            return
+        self._objects.append(ObjectRef(self._relative(len(self._writers) - 1),
+                                       writer.bytes_written))
+        if writer.is_multipart:  # completing waits for its parts: not on the parts' pool
             self._closing.append(self._closer.submit(writer.close))
+            return
+        self._slots.acquire()  # a single-PUT object holds its bytes until sent: bound them
+
+        def put() -> str:
+            try:
+                return writer.close()
+            finally:
+                self._slots.release()
+
+        self._closing.append(self._pool.submit(put))
 
     def write(self, data: memoryview) -> tuple[Segment, ...]:
         """Append bytes; return where they landed (one segment per object touched)."""

@@ -54,8 +54,8 @@ class PublishConfig:
     delta: str = "auto"
     keyframe_every: int = 10
     max_delta_fraction: float = 0.5
-    object_bytes: int = 512 * MiB
-    part_bytes: int = 32 * MiB
+    object_bytes: int = 64 * MiB  # moderate objects: ranged GETs stay cheap on every server
+    part_bytes: int = 16 * MiB
     concurrency: int = 16
     zstd_level: int = 3
 

@@ -286,6 +286,11 @@ class ObjectWriter:
         finally:
             self._slots.release()
 
+    @property
+    def is_multipart(self) -> bool:
+        """True once a part went out (the object is then completed, not PUT whole)."""
+        return self._upload_id is not None
+
     def close(self) -> str:
         """Finish the object and return its ETag."""
         if self._upload_id is None:

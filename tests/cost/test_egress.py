@@ -1,0 +1,85 @@
+"""Traffic and its price: tiers, allowances, who pays for which copy."""
+
+from __future__ import annotations
+
+import pytest
+
+from wanrl_s3.cost import egress
+from wanrl_s3.cost.egress import Traffic
+from wanrl_s3.cost.prices import EgressTier, PriceBook
+
+LADDER = (EgressTier(10.0, 0.10), EgressTier(50.0, 0.05), EgressTier(None, 0.01))
+DAY_S = 86_400.0
+
+
+@pytest.mark.parametrize(
+    ("volume_gb", "usd"),
+    [(0.0, 0.0), (5.0, 0.5), (10.0, 1.0), (30.0, 1.0 + 20 * 0.05), (100.0, 1.0 + 2.0 + 0.5)],
+)
+def test_tiers_price_each_slice_at_its_own_rate(volume_gb: float, usd: float) -> None:
+    assert egress.tiered_usd(volume_gb, LADDER) == pytest.approx(usd)
+
+
+def test_a_run_longer_than_a_month_spreads_its_volume(prices: PriceBook) -> None:
+    aws = prices.provider("aws")
+    volume_gb = 30_000.0  # past the first 10 TiB tier in one month
+    one_month = egress.effective_egress_usd_per_gb(volume_gb, DAY_S, aws)
+    three_months = egress.effective_egress_usd_per_gb(volume_gb, 3 * egress.SECONDS_PER_MONTH, aws)
+    assert three_months == pytest.approx(aws.egress_tiers[0].usd_per_gb)  # 10 TB/month each
+    assert one_month < three_months  # the big month climbed into cheaper tiers
+
+
+def test_b2_egress_is_free_up_to_three_times_storage(prices: PriceBook) -> None:
+    b2 = prices.provider("b2")
+    assert egress.effective_egress_usd_per_gb(90.0, DAY_S, b2, stored_gb=30.0) == 0.0
+    assert egress.effective_egress_usd_per_gb(180.0, DAY_S, b2, stored_gb=30.0) == pytest.approx(
+        0.005
+    )
+
+
+def test_object_storage_upload_in_cloud_pays_only_for_extra_regions() -> None:
+    t = egress.upload_traffic(16.4, 64.0, regions=3, replicate=False, trainer_in_storage_cloud=True)
+    assert (t.trainer_egress_gb, t.inter_region_gb) == (0.0, pytest.approx(32.8))
+    assert t.put_requests == 3 * (257 + 2)  # 16.4 GB in 64 MB chunks, plus manifest and LATEST
+
+
+def test_trainer_outside_the_storage_cloud_pays_per_copy_unless_replicating() -> None:
+    per_region = egress.upload_traffic(
+        16.4, 64.0, 3, replicate=False, trainer_in_storage_cloud=False
+    )
+    replicated = egress.upload_traffic(
+        16.4, 64.0, 3, replicate=True, trainer_in_storage_cloud=False
+    )
+    assert per_region.trainer_egress_gb == pytest.approx(3 * 16.4)
+    assert (replicated.trainer_egress_gb, replicated.inter_region_gb) == pytest.approx((16.4, 32.8))
+
+
+def test_downloads_and_polling_count_gets_per_worker() -> None:
+    t = egress.download_traffic(0.82, 64.0, workers=5) + egress.polling_traffic(5, 3000.0, 10.0)
+    assert t.storage_egress_gb == pytest.approx(4.1)
+    assert t.get_requests == 5 * (13 + 2) + 5 * 300
+
+
+def test_transfer_and_requests_are_priced_at_the_run_rates(prices: PriceBook) -> None:
+    aws = prices.provider("aws")
+    run = Traffic(
+        storage_egress_gb=100.0, inter_region_gb=10.0, put_requests=2000, get_requests=1e4
+    )
+    rates = egress.run_rates(run, aws, trainer=None, relay_usd_per_gb=0.0, run_s=DAY_S)
+    assert egress.transfer_usd(run, rates) == pytest.approx(
+        100 * 0.09 / 1.073741824 + 10 * 0.02 / 1.073741824
+    )
+    assert egress.requests_usd(run, rates) == pytest.approx(2 * 0.005 + 10 * 0.0004)
+
+
+def test_storage_is_billed_by_gb_month_held(prices: PriceBook) -> None:
+    aws = prices.provider("aws")
+    held = egress.storage_usd(32.8, aws, egress.SECONDS_PER_MONTH / 2)
+    assert held == pytest.approx(32.8 * 0.023 / 1.073741824 / 2)
+
+
+def test_traffic_adds_and_scales() -> None:
+    a = Traffic(storage_egress_gb=1.0, get_requests=2.0)
+    assert (a + a.times(2)).storage_egress_gb == 3.0
+    with pytest.raises(ValueError):
+        Traffic(storage_egress_gb=-1.0)

@@ -1,0 +1,89 @@
+"""The planner: pure functions that size a rollout fleet and price its broadcast.
+
+Nothing here touches the network. Units are in the names: ``_s`` seconds,
+``_mbps`` megabits per second, ``_gb`` decimal gigabytes, ``_usd`` US dollars.
+The formulas follow the reference page on policy dissemination and reproduce
+its printed figures (see ``tests/cost``).
+"""
+
+from __future__ import annotations
+
+from .capacity import (
+    StalenessBudget,
+    bubble_ratio,
+    is_feasible,
+    min_feasible_kappa,
+    required_pool_rollouts_per_s,
+    slack_s,
+    staleness_budget,
+    step_s_at_pool,
+    workers_needed,
+)
+from .egress import Traffic, requests_usd, run_rates, storage_usd, tiered_usd, transfer_usd
+from .gpu import (
+    Activation,
+    WorkerOffer,
+    activate_cheapest,
+    break_even_step_s,
+    break_even_workers,
+    cost_per_step_usd,
+    hourly_usd,
+    saving_fraction,
+)
+from .plan import TOPOLOGIES, Plan, PlanInputs, TopologyEstimate, estimate, evaluate, size_fleet
+from .prices import PriceBook, StoragePrices, load_prices, parse_prices
+from .topology import (
+    chain_count,
+    chain_pipelined_s,
+    object_storage_s,
+    payload_gb,
+    snapshot_gb,
+    star_limited_s,
+    star_unlimited_s,
+    transfer_s,
+)
+
+__all__ = [
+    "TOPOLOGIES",
+    "Activation",
+    "Plan",
+    "PlanInputs",
+    "PriceBook",
+    "StalenessBudget",
+    "StoragePrices",
+    "TopologyEstimate",
+    "Traffic",
+    "WorkerOffer",
+    "activate_cheapest",
+    "break_even_step_s",
+    "break_even_workers",
+    "bubble_ratio",
+    "chain_count",
+    "chain_pipelined_s",
+    "cost_per_step_usd",
+    "estimate",
+    "evaluate",
+    "hourly_usd",
+    "is_feasible",
+    "load_prices",
+    "min_feasible_kappa",
+    "object_storage_s",
+    "parse_prices",
+    "payload_gb",
+    "requests_usd",
+    "required_pool_rollouts_per_s",
+    "run_rates",
+    "saving_fraction",
+    "size_fleet",
+    "slack_s",
+    "snapshot_gb",
+    "staleness_budget",
+    "star_limited_s",
+    "star_unlimited_s",
+    "step_s_at_pool",
+    "storage_usd",
+    "tiered_usd",
+    "transfer_s",
+    "transfer_usd",
+    "workers_needed",
+]

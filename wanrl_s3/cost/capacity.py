@@ -1,0 +1,190 @@
+"""The capacity rule: how much rollout throughput keeps the learner busy.
+
+One publication period of ``kappa`` training steps has to cover both the
+broadcast of the new policy and the generation of the ``kappa * batch``
+trajectories the learner consumes in it::
+
+    kappa * T_train  >=  T_bcast + kappa * batch / pool_rate
+
+Rearranged, that gives the aggregate pool rate the fleet must sustain, and a
+hard gate: when the broadcast alone does not fit in the window, no pool rate
+removes the learner bubble, so we refuse to size a fleet at all.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import InfeasiblePlanError, UsageError
+
+#: Smallest staleness budget the capacity rule supports: kappa = S - 1 >= 2.
+MIN_STALENESS = 3
+#: Largest budget inside the measured stability envelope (reward within ~5% of sync).
+MAX_STABLE_STALENESS = 6
+
+
+def require_positive(name: str, value: float) -> float:
+    """Reject zero, negative, NaN and infinite inputs with one line naming the field."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        raise UsageError(f"{name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def require_non_negative(name: str, value: float) -> float:
+    """Like :func:`require_positive` but admits zero (a broadcast can be free)."""
+    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+        raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def require_count(name: str, value: int, minimum: int = 1) -> int:
+    """Counts (workers, steps, batch) are integers, not floats that happen to be whole."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def require_gamma(gamma: float) -> float:
+    """gamma is spare capacity: below 1 the fleet would be sized to stall, so it is refused."""
+    if not (isinstance(gamma, (int, float)) and math.isfinite(gamma) and gamma >= 1.0):
+        raise UsageError(f"gamma is an overprovision factor and must be >= 1.0, got {gamma!r}")
+    return float(gamma)
+
+
+@dataclass(frozen=True)
+class StalenessBudget:
+    """The staleness budget S and the publication interval kappa = S - 1 it implies.
+
+    ``warning`` is set, not raised, when S is usable but outside the measured
+    stability envelope: the run may still be right for an objective that
+    corrects for stale data, so the caller decides whether to print it.
+    """
+
+    staleness: int
+    kappa: int
+    warning: str | None = None
+
+    def __post_init__(self) -> None:
+        require_count("staleness", self.staleness, minimum=2)
+        if self.kappa != self.staleness - 1:
+            raise UsageError(
+                f"kappa must be staleness - 1 = {self.staleness - 1}, got {self.kappa}"
+            )
+
+
+def staleness_budget(
+    *, staleness: int | None = None, kappa: int | None = None, force: bool = False
+) -> StalenessBudget:
+    """Resolve S or kappa (not both) into a budget, applying the S >= 3 default rule.
+
+    S < 3 means kappa < 2: the published rule needs at least two steps per
+    publication, so we refuse unless ``force``. S > 6 left the stable envelope
+    in the published sweep, so it only earns a warning.
+    """
+    if staleness is not None and kappa is not None:
+        raise UsageError("give either staleness or kappa, not both (kappa = staleness - 1)")
+    if kappa is not None:
+        staleness = require_count("kappa", kappa) + 1
+    staleness = require_count("staleness", MIN_STALENESS if staleness is None else staleness, 2)
+    if staleness < MIN_STALENESS and not force:
+        raise UsageError(
+            f"staleness {staleness} gives kappa {staleness - 1} < 2; the capacity rule needs "
+            f"S >= {MIN_STALENESS} (kappa >= 2); pass --force to plan it anyway"
+        )
+    warning = None
+    if staleness > MAX_STABLE_STALENESS:
+        warning = (
+            f"staleness {staleness} is outside the measured stable envelope S <= "
+            f"{MAX_STABLE_STALENESS} (standard GRPO diverged at S = 11); validate the objective"
+        )
+    return StalenessBudget(staleness=staleness, kappa=staleness - 1, warning=warning)
+
+
+def _check_inputs(t_train_s: float, t_bcast_s: float, kappa: int) -> None:
+    require_positive("t_train_s", t_train_s)
+    require_non_negative("t_bcast_s", t_bcast_s)
+    require_count("kappa", kappa)
+
+
+def is_feasible(t_train_s: float, t_bcast_s: float, kappa: int) -> bool:
+    """The gate as a predicate: the broadcast must fit strictly inside kappa steps."""
+    _check_inputs(t_train_s, t_bcast_s, kappa)
+    return kappa * t_train_s > t_bcast_s
+
+
+def slack_s(t_train_s: float, t_bcast_s: float, kappa: int) -> float:
+    """Seconds of the publication window left for generation once the broadcast is in.
+
+    Raises :class:`InfeasiblePlanError` (the gate) when there are none, because
+    every formula downstream divides by this number.
+    """
+    if not is_feasible(t_train_s, t_bcast_s, kappa):
+        raise InfeasiblePlanError(
+            f"infeasible: broadcast {t_bcast_s:.0f}s does not fit in kappa*T_train "
+            f"= {kappa * t_train_s:.0f}s; raise kappa (and S), or cut T_bcast"
+        )
+    return kappa * t_train_s - t_bcast_s
+
+
+def required_pool_rollouts_per_s(
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int
+) -> float:
+    """Aggregate rollouts/s the active pool must sustain (kappa * batch over the slack)."""
+    require_count("batch", batch)
+    return kappa * batch / slack_s(t_train_s, t_bcast_s, kappa)
+
+
+def workers_needed(
+    t_train_s: float,
+    t_bcast_s: float,
+    kappa: int,
+    batch: int,
+    worker_rollouts_per_s: float,
+    gamma: float = 1.1,
+) -> int:
+    """Uniform workers for the required rate times the overprovision ``gamma``.
+
+    gamma >= 1 is spare capacity that absorbs a single worker fault without
+    reconfiguring (the published default is 1.1).
+    """
+    require_positive("worker_rollouts_per_s", worker_rollouts_per_s)
+    require_gamma(gamma)
+    rate = required_pool_rollouts_per_s(t_train_s, t_bcast_s, kappa, batch)
+    return math.ceil(gamma * rate / worker_rollouts_per_s)
+
+
+def bubble_ratio(
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+) -> float:
+    """Fraction of wall clock the learner idles when the pool runs at the given rate.
+
+    At or above the required rate the answer is exactly 0.0: we compare rates
+    rather than subtract times, so rounding can never invent a tiny bubble.
+    Infeasible inputs are allowed here; they simply report a large bubble.
+    """
+    _check_inputs(t_train_s, t_bcast_s, kappa)
+    require_count("batch", batch)
+    require_positive("pool_rollouts_per_s", pool_rollouts_per_s)
+    window_s = kappa * t_train_s
+    if t_bcast_s < window_s and pool_rollouts_per_s >= kappa * batch / (window_s - t_bcast_s):
+        return 0.0
+    idle_s = max(0.0, t_bcast_s + kappa * batch / pool_rollouts_per_s - window_s)
+    return idle_s / (idle_s + window_s)
+
+
+def step_s_at_pool(
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+) -> float:
+    """Wall-clock seconds per learner step: T_train, stretched by any bubble."""
+    bubble = bubble_ratio(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
+    return t_train_s / (1.0 - bubble)
+
+
+def min_feasible_kappa(t_train_s: float, t_bcast_s: float) -> int:
+    """Smallest kappa whose window strictly contains the broadcast: the gate's fix."""
+    _check_inputs(t_train_s, t_bcast_s, 1)
+    kappa = max(1, math.floor(t_bcast_s / t_train_s) + 1)
+    while kappa * t_train_s <= t_bcast_s:  # guard against floor() rounding down a hair
+        kappa += 1
+    return kappa

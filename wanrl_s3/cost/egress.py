@@ -1,0 +1,199 @@
+"""What a publication moves, split by who bills it, and what that costs.
+
+The physics (bytes and requests per publication) and the prices are kept
+apart: :class:`Traffic` counts, :func:`run_rates` turns a whole run's traffic
+into effective per-GB rates (tiers are monthly volume ladders, so the rate
+depends on the total), and :func:`transfer_usd` / :func:`requests_usd` price
+any slice of the run at those rates. A publication's share and the run's total
+therefore always add up.
+
+Who pays for what:
+
+* object storage: each worker's download leaves the storage provider for the
+  internet (the fleet is on a WAN by definition); each extra regional copy
+  crosses regions; the publisher's upload leaves the trainer's provider when the
+  bucket is elsewhere. PUTs per copy, GETs per worker, plus LATEST polling.
+* star / peer chain: every copy the trainer sends leaves the trainer's provider;
+  relayed copies leave the workers' hosts, billed at ``relay_usd_per_gb``
+  (commodity GPU hosts mostly include bandwidth, hence a default of zero).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from .capacity import require_count, require_non_negative, require_positive
+from .prices import EgressTier, StoragePrices
+
+#: Cloud billing months are 730 hours.
+SECONDS_PER_MONTH = 730 * 3600.0
+#: Objects every version adds besides its chunks: the manifest and the LATEST pointer.
+OBJECTS_PER_VERSION = 2
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Gigabytes and requests, each in the bucket of the party that bills it."""
+
+    storage_egress_gb: float = 0.0
+    trainer_egress_gb: float = 0.0
+    inter_region_gb: float = 0.0
+    relay_egress_gb: float = 0.0
+    put_requests: float = 0.0
+    get_requests: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            require_non_negative(f.name, getattr(self, f.name))
+
+    def __add__(self, other: Traffic) -> Traffic:
+        return Traffic(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    def times(self, factor: float) -> Traffic:
+        """The same traffic repeated ``factor`` times (e.g. once per publication)."""
+        require_non_negative("factor", factor)
+        return Traffic(*(getattr(self, f.name) * factor for f in fields(self)))
+
+
+def chunk_count(payload_gb: float, chunk_mb: float) -> int:
+    """Objects a payload is cut into; at least one, even for an empty delta."""
+    require_non_negative("payload_gb", payload_gb)
+    require_positive("chunk_mb", chunk_mb)
+    return max(1, math.ceil(payload_gb * 1000.0 / chunk_mb))
+
+
+def upload_traffic(
+    payload_gb: float,
+    chunk_mb: float,
+    regions: int,
+    replicate: bool,
+    trainer_in_storage_cloud: bool,
+) -> Traffic:
+    """The publisher's side: one copy per region, by its own uploads or by replication.
+
+    A trainer inside the storage provider's first region uploads there for free
+    and pays inter-region for the rest; a trainer elsewhere pays its own egress
+    for every copy it sends, which is one copy when the provider replicates.
+    """
+    require_count("regions", regions)
+    extra_copies = regions - 1
+    if trainer_in_storage_cloud:
+        sent_gb, crossed_gb = 0.0, payload_gb * extra_copies
+    elif replicate:
+        sent_gb, crossed_gb = payload_gb, payload_gb * extra_copies
+    else:
+        sent_gb, crossed_gb = payload_gb * regions, 0.0
+    puts = regions * (chunk_count(payload_gb, chunk_mb) + OBJECTS_PER_VERSION)
+    return Traffic(trainer_egress_gb=sent_gb, inter_region_gb=crossed_gb, put_requests=puts)
+
+
+def download_traffic(payload_gb: float, chunk_mb: float, workers: int) -> Traffic:
+    """Every worker fetches every chunk, the manifest and the pointer from its region."""
+    require_count("workers", workers)
+    gets = workers * (chunk_count(payload_gb, chunk_mb) + OBJECTS_PER_VERSION)
+    return Traffic(storage_egress_gb=payload_gb * workers, get_requests=gets)
+
+
+def polling_traffic(workers: int, period_s: float, poll_interval_s: float) -> Traffic:
+    """GETs of LATEST between publications: cheap, but not free, and easy to forget."""
+    require_count("workers", workers)
+    require_positive("poll_interval_s", poll_interval_s)
+    return Traffic(get_requests=workers * require_positive("period_s", period_s) / poll_interval_s)
+
+
+def push_traffic(payload_gb: float, trainer_copies: int, relay_copies: int) -> Traffic:
+    """Star or chain: copies the trainer sends itself, and copies workers relay."""
+    require_count("trainer_copies", trainer_copies)
+    require_count("relay_copies", relay_copies, minimum=0)
+    return Traffic(
+        trainer_egress_gb=payload_gb * trainer_copies, relay_egress_gb=payload_gb * relay_copies
+    )
+
+
+def tiered_usd(volume_gb: float, tiers: tuple[EgressTier, ...]) -> float:
+    """Price one month's volume on a ladder: each tier's rate covers only its own slice."""
+    require_non_negative("volume_gb", volume_gb)
+    total, floor_gb = 0.0, 0.0
+    for tier in tiers:
+        cap_gb = math.inf if tier.up_to_gb is None else tier.up_to_gb
+        total += max(0.0, min(volume_gb, cap_gb) - floor_gb) * tier.usd_per_gb
+        floor_gb = cap_gb
+    return total
+
+
+def effective_egress_usd_per_gb(
+    total_gb: float, run_s: float, prices: StoragePrices, stored_gb: float = 0.0
+) -> float:
+    """Average per-GB rate of a run's egress after monthly tiers and free allowances.
+
+    A run shorter than a month still lands in one billing month, so its whole
+    volume climbs one ladder; a longer run is spread evenly over its months.
+    """
+    months = max(1.0, require_positive("run_s", run_s) / SECONDS_PER_MONTH)
+    if total_gb <= 0:
+        return prices.egress_tiers[0].usd_per_gb
+    free_gb = prices.free_egress_storage_multiple * stored_gb
+    billable_gb = max(0.0, total_gb / months - free_gb)
+    return months * tiered_usd(billable_gb, prices.egress_tiers) / total_gb
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Effective prices for one run: per GB of each traffic class, per 1,000 requests."""
+
+    storage_egress_usd_per_gb: float
+    trainer_egress_usd_per_gb: float
+    inter_region_usd_per_gb: float
+    relay_egress_usd_per_gb: float
+    put_usd_per_1000: float
+    get_usd_per_1000: float
+
+
+def run_rates(
+    run: Traffic,
+    storage: StoragePrices,
+    trainer: StoragePrices | None,
+    relay_usd_per_gb: float,
+    run_s: float,
+    stored_gb: float = 0.0,
+) -> Rates:
+    """Rates for this run's volumes; ``trainer=None`` means a flat-rate trainer link."""
+    trainer_rate = 0.0
+    if trainer is not None:
+        trainer_rate = effective_egress_usd_per_gb(run.trainer_egress_gb, run_s, trainer)
+    return Rates(
+        storage_egress_usd_per_gb=effective_egress_usd_per_gb(
+            run.storage_egress_gb, run_s, storage, stored_gb
+        ),
+        trainer_egress_usd_per_gb=trainer_rate,
+        inter_region_usd_per_gb=storage.inter_region_usd_per_gb,
+        relay_egress_usd_per_gb=require_non_negative("relay_usd_per_gb", relay_usd_per_gb),
+        put_usd_per_1000=storage.put_usd_per_1000,
+        get_usd_per_1000=storage.get_usd_per_1000,
+    )
+
+
+def transfer_usd(traffic: Traffic, rates: Rates) -> float:
+    """Data-transfer dollars (egress of every kind, inter-region copies) for a slice of traffic."""
+    return (
+        traffic.storage_egress_gb * rates.storage_egress_usd_per_gb
+        + traffic.trainer_egress_gb * rates.trainer_egress_usd_per_gb
+        + traffic.inter_region_gb * rates.inter_region_usd_per_gb
+        + traffic.relay_egress_gb * rates.relay_egress_usd_per_gb
+    )
+
+
+def requests_usd(traffic: Traffic, rates: Rates) -> float:
+    """Request charges: PUTs of every copy, GETs of every fetch and poll."""
+    return (
+        traffic.put_requests * rates.put_usd_per_1000
+        + traffic.get_requests * rates.get_usd_per_1000
+    ) / 1000.0
+
+
+def storage_usd(stored_gb: float, prices: StoragePrices, duration_s: float) -> float:
+    """Retained versions held for the run, billed by GB-month actually held."""
+    require_non_negative("stored_gb", stored_gb)
+    held_months = require_non_negative("duration_s", duration_s) / SECONDS_PER_MONTH
+    return stored_gb * prices.storage_usd_per_gb_month * held_months
