@@ -22,6 +22,8 @@ SUBCOMMANDS: dict[str, str] = {
     "pull": "wanrl_s3.commands.pull",
     "inspect": "wanrl_s3.commands.inspect",
     "gc": "wanrl_s3.commands.gc",
+    "status": "wanrl_s3.commands.status",
+    "worker": "wanrl_s3.commands.worker",
     "estimate": "wanrl_s3.cost.cli",
 }
 

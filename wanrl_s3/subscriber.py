@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +24,7 @@ import numpy as np
 from . import codec_bridge, dtypes, hashing, layout
 from .chain import HAVE, FetchPlan, Recipe, plan_fetch, safe_lookup
 from .download import Progress, ReadJob, read_all
-from .errors import NotFoundError, UsageError, VerificationError
+from .errors import NotFoundError, UsageError, VerificationError, WanrlError
 from .manifest import Latest, Manifest, TensorEntry
 from .store import Blob, ObjectStore, get_or_none
 from .tensors import byte_view
@@ -42,6 +43,8 @@ class Snapshot:
     manifest: Manifest | None = None
     downloaded_bytes: int = 0
     path: tuple[int, ...] = field(default=())  # versions whose payload was read
+    download_s: float = 0.0
+    verify_s: float = 0.0  # hash checks and delta decoding
 
     def items(self) -> Iterator[tuple[str, np.ndarray]]:
         return iter(self.tensors.items())
@@ -190,19 +193,22 @@ class Subscriber:
     def _materialize(self, plan: FetchPlan, have: Snapshot | None, alloc: Allocator,
                      progress: Progress | None, cancel: threading.Event | None) -> Snapshot:
         target = plan.target
+        start = time.monotonic()
         outputs = {r.name: alloc(target.by_name[r.name]) for r in plan.recipes}
         payloads: dict[tuple[int, str], bytearray] = {}
         jobs = list(self._jobs(plan, outputs, payloads, have))
         moved = read_all(self.store, jobs, self._pool, range_bytes=self.range_bytes,
                          progress=progress, cancel=cancel)
         if cancel is not None and cancel.is_set():
-            raise _Cancelled(target.version)
+            raise FetchCancelled(f"the download of version {target.version} was abandoned")
+        downloaded = time.monotonic()
         checks = [self._pool.submit(self._finish, plan, r, outputs[r.name], payloads)
                   for r in plan.recipes]
         for c in checks:
             c.result()
         return Snapshot(target.version, outputs, target, moved,
-                        tuple(m.version for m in plan.steps if m.version != plan.have_version))
+                        tuple(m.version for m in plan.steps if m.version != plan.have_version),
+                        downloaded - start, time.monotonic() - downloaded)
 
     def _jobs(self, plan: FetchPlan, outputs: dict[str, np.ndarray],
               payloads: dict[tuple[int, str], bytearray], have: Snapshot | None
@@ -238,8 +244,8 @@ class Subscriber:
                 "the published hash (a delta applied to the wrong base?)")
 
 
-class _Cancelled(Exception):
-    """A fetch abandoned through its cancel event (internal to watch())."""
+class FetchCancelled(WanrlError):
+    """A fetch abandoned through its cancel event (a newer version made it moot)."""
 
 
 def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> Iterator[ReadJob]:

@@ -19,12 +19,13 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
                    help="S3-compatible endpoint (R2, GCS, MinIO ...); default: "
                         "$AWS_ENDPOINT_URL or AWS")
     g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
-    g.add_argument("--region", default=None, help="S3 region name for request signing")
+    g.add_argument("--s3-region", default=None,
+                   help="S3 region name for request signing (default: from the profile)")
 
 
 def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectStore:
     return open_store(url or args.store, endpoint_url=args.endpoint_url, profile=args.profile,
-                      region=args.region)
+                      region=args.s3_region)
 
 
 def emit_json(obj: Any) -> None:

@@ -1,0 +1,123 @@
+"""``wanrl-s3 worker``: keep a directory holding the newest verified version.
+
+For inference engines outside the trainer's cluster: DIR/model.safetensors is
+always a whole, verified version (written beside and renamed into place), and
+CMD runs after each install, e.g. a call to the server's reload-weights
+endpoint, with WANRL_S3_VERSION and WANRL_S3_PATH in its environment. One log
+line per install; SIGTERM or Ctrl-C stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import UsageError, WanrlError
+from ..files import RUN_ID_KEY, VERSION_KEY, load_snapshot
+from ..fleet import StatusReporter
+from ..safetensors_io import SafetensorsWriter, TensorSpec
+from ..subscriber import Snapshot, Subscriber
+from ..watch import InstallResult, WatchConfig, Watcher
+from .common import add_store_args, human_bytes, open_from_args
+
+MODEL_FILE = "model.safetensors"
+log = logging.getLogger("wanrl_s3.worker")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser("worker", help="keep a directory at the newest version",
+                              description=__doc__)
+    add_store_args(p)
+    p.add_argument("--out-dir", required=True, metavar="DIR")
+    p.add_argument("--on-install", metavar="CMD", default=None,
+                   help="shell command run after each install")
+    p.add_argument("--worker-id", default=None, help="default: hostname-pid")
+    p.add_argument("--region", default="", help="recorded in the status object")
+    p.add_argument("--poll-interval-s", type=float, default=10.0)
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--exit-after", type=int, default=None, metavar="N",
+                   help="stop after N installs (for scripts and tests)")
+    p.set_defaults(func=run)
+
+
+def _write_file(out_dir: Path, snap: Snapshot) -> None:
+    specs = [TensorSpec(n, t.dtype, t.shape) for n, t in (
+        (name, snap.manifest.by_name[name]) for name in snap.tensors)]  # type: ignore[union-attr]
+    meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: snap.manifest.run_id}  # type: ignore[union-attr]
+    with SafetensorsWriter(out_dir / MODEL_FILE, specs, meta) as w:
+        for name, arr in snap.items():
+            w.array(name)[...] = arr
+        w.commit()
+
+
+def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
+    """The version already in DIR, if it verifies; otherwise start from scratch."""
+    if not path.exists():
+        return None
+    try:
+        snap = load_snapshot(path)
+        sub.verify_local(snap)
+        return snap
+    except WanrlError as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"--out-dir {out_dir} is not a directory")
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s wanrl-s3 worker: %(message)s")
+    worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+    store = open_from_args(args)
+    reporter = StatusReporter(store, worker_id, args.region)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with Subscriber(store, concurrency=args.concurrency) as sub:
+        start = _start_from(sub, out_dir / MODEL_FILE)
+        config = WatchConfig(poll_interval_s=args.poll_interval_s)
+        installs = 0
+        with Watcher(sub, config, start_from=start) as watcher:
+            log.info("%s watching %s from v%s", worker_id, store.url,
+                     None if start is None else start.version)
+            while not stop.is_set():
+                if watcher.wait_ready(timeout_s=0.5) is None:
+                    continue
+                result = watcher.install(sink=lambda s: _write_file(out_dir, s))
+                if result is None:
+                    continue
+                installs += 1
+                _after_install(args, out_dir, result, reporter)
+                if args.exit_after is not None and installs >= args.exit_after:
+                    break
+    log.info("%s stopped", worker_id)
+    return 0
+
+
+def _after_install(args: argparse.Namespace, out_dir: Path, result: InstallResult,
+                   reporter: StatusReporter) -> None:
+    via = "->".join(f"v{v}" for v in result.path) or "local"
+    log.info("installed v%d via %s: %s in %.2f s download + %.2f s verify + %.2f s write; "
+             "%.1f s after publish", result.version, via, human_bytes(result.downloaded_bytes),
+             result.download_s, result.verify_s, result.apply_s, result.total_s)
+    error = None
+    if args.on_install:
+        env = {**os.environ, "WANRL_S3_VERSION": str(result.version),
+               "WANRL_S3_PATH": str(out_dir / MODEL_FILE)}
+        # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
+        done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602
+        if done.returncode != 0:
+            error = f"--on-install exited {done.returncode} after v{result.version}"
+            log.warning("%s", error)
+    reporter.installed(result)
+    if error:
+        reporter.error(error)
