@@ -93,6 +93,8 @@ class Manifest:
     keyframe_version: int | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
     signature: Mapping[str, str] | None = None
+    # The canonical bytes of the manifest as it was read, what its signature covers.
+    read_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
     # -- derived figures ------------------------------------------------------
     @property
@@ -147,15 +149,18 @@ class Manifest:
         return d
 
     def signing_bytes(self) -> bytes:
-        """The canonical bytes a signature covers: the manifest without its signature."""
-        return json.dumps(self.to_dict(with_signature=False), sort_keys=True,
-                          separators=(",", ":")).encode()
+        """The canonical bytes a signature covers: the manifest without its signature.
+
+        For a manifest that was read, exactly what was stored (so no float or
+        formatting round trip can break a signature); else made from the fields.
+        """
+        return self.read_bytes or _canonical(self.to_dict(with_signature=False))
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1).encode()
 
     def with_signature(self, signature: Mapping[str, str]) -> Manifest:
-        return replace(self, signature=dict(signature))
+        return replace(self, signature=dict(signature), read_bytes=self.signing_bytes())
 
     @classmethod
     def from_json(cls, data: bytes, *, expect_version: int | None = None) -> Manifest:
@@ -169,6 +174,8 @@ class Manifest:
         except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"{where} is not valid JSON: {exc}") from exc
         manifest = _parse_manifest(_Fields(raw, where))
+        unsigned = {k: v for k, v in raw.items() if k != "signature"}
+        manifest = replace(manifest, read_bytes=_canonical(unsigned))
         if expect_version is not None and manifest.version != expect_version:
             raise ManifestError(f"{where}: field 'version' is {manifest.version}, but the "
                                 f"manifest is stored under version {expect_version}")
@@ -177,6 +184,10 @@ class Manifest:
     def validate(self) -> Manifest:
         """Round-trip through the strict reader (used by the publisher before it commits)."""
         return Manifest.from_json(self.to_json(), expect_version=self.version)
+
+
+def _canonical(d: Mapping[str, Any]) -> bytes:
+    return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
 
 def _tensor_dict(t: TensorEntry) -> dict[str, Any]:

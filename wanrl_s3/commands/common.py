@@ -8,7 +8,9 @@ import os
 import sys
 from typing import Any
 
+from ..signing import Verifier
 from ..store import ObjectStore, open_store
+from ..subscriber import Subscriber
 
 
 def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -19,6 +21,8 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
                    help="S3-compatible endpoint (R2, GCS, MinIO ...); default: "
                         "$AWS_ENDPOINT_URL or AWS")
     g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
+    g.add_argument("--verify-key", metavar="PUBLIC.pem", default=None,
+                   help="refuse any version not signed by this Ed25519 public key")
     g.add_argument("--s3-region", default=None,
                    help="S3 region name for request signing (default: from the profile)")
 
@@ -26,6 +30,12 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
 def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectStore:
     return open_store(url or args.store, endpoint_url=args.endpoint_url, profile=args.profile,
                       region=args.s3_region)
+
+
+def subscriber_from_args(args: argparse.Namespace, store: ObjectStore | None = None,
+                         **kwargs: Any) -> Subscriber:
+    verifier = Verifier.from_file(args.verify_key) if args.verify_key else None
+    return Subscriber(store or open_from_args(args), verifier=verifier, **kwargs)
 
 
 def emit_json(obj: Any) -> None:

@@ -6,8 +6,7 @@ import argparse
 from typing import Any
 
 from ..manifest import Manifest
-from ..subscriber import Subscriber
-from .common import add_store_args, emit_json, human_bytes, open_from_args
+from .common import add_store_args, emit_json, human_bytes, subscriber_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,7 +35,7 @@ def version_row(m: Manifest, latest: int | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with Subscriber(open_from_args(args)) as sub:
+    with subscriber_from_args(args) as sub:
         latest = sub.latest()
         latest_v = None if latest is None else latest.version
         if args.version is not None:

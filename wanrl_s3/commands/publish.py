@@ -9,6 +9,7 @@ from ..errors import UsageError
 from ..files import load_snapshot
 from ..publisher import DELTA_MODES, PublishConfig, Publisher
 from ..safetensors_io import iter_source, read_source
+from ..signing import Signer
 from ..subscriber import Snapshot, Subscriber
 from .common import add_store_args, emit_json, human_bytes, open_from_args
 
@@ -30,6 +31,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
                    help="a local copy of the newest version (from `pull`), to encode the "
                         "delta against without downloading it")
     p.add_argument("--run-id", default=None, help="the run id recorded in the manifest")
+    p.add_argument("--signing-key", metavar="PRIVATE.pem", default=None,
+                   help="sign the manifest with this Ed25519 key (see `wanrl-s3 keygen`)")
     p.add_argument("--part-mb", type=int, default=32, help="multipart part size in MiB")
     p.add_argument("--concurrency", type=int, default=16, help="parallel part uploads")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -41,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     config = PublishConfig(delta=args.delta, keyframe_every=args.keyframe_every,
                            part_bytes=args.part_mb * MiB, concurrency=args.concurrency)
     store = open_from_args(args)
-    publisher = Publisher(store, config, run_id=args.run_id, keep_base=False)
+    signer = Signer.from_file(args.signing_key) if args.signing_key else None
+    publisher = Publisher(store, config, run_id=args.run_id, signer=signer, keep_base=False)
     if args.delta != "never":
         _adopt_base(publisher, store, args.base, args.keyframe_every)
     tensors = dict(iter_source(files))

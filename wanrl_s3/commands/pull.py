@@ -7,8 +7,7 @@ import time
 
 from ..files import load_snapshot, pull_to_file
 from ..progress import ProgressBar
-from ..subscriber import Subscriber
-from .common import add_store_args, emit_json, human_bytes, open_from_args
+from .common import add_store_args, emit_json, human_bytes, open_from_args, subscriber_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     have = load_snapshot(args.have) if args.have else None
     store = open_from_args(args)
     start = time.monotonic()
-    with Subscriber(store, concurrency=args.concurrency) as sub:
+    with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
         version = sub.resolve(args.version)
         plan = sub.plan(version, None if have is None else have.version)
         bar = ProgressBar(plan.download_bytes, f"pull v{version}")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 
 from ..fleet import fleet_report, read_statuses
-from ..subscriber import Subscriber
-from .common import add_store_args, emit_json, open_from_args
+from .common import add_store_args, emit_json, open_from_args, subscriber_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,7 +27,7 @@ def _fmt(x: float | None) -> str:
 def run(args: argparse.Namespace) -> int:
     store = open_from_args(args)
     statuses = read_statuses(store)
-    with Subscriber(store) as sub:
+    with subscriber_from_args(args, store) as sub:
         latest = sub.latest()
         versions = sub.versions()[-args.last:]
         published = {v: sub.manifest(v).created_at_s for v in versions}

@@ -25,7 +25,7 @@ from ..fleet import StatusReporter
 from ..safetensors_io import SafetensorsWriter, TensorSpec
 from ..subscriber import Snapshot, Subscriber
 from ..watch import InstallResult, WatchConfig, Watcher
-from .common import add_store_args, human_bytes, open_from_args
+from .common import add_store_args, human_bytes, open_from_args, subscriber_from_args
 
 MODEL_FILE = "model.safetensors"
 log = logging.getLogger("wanrl_s3.worker")
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with Subscriber(store, concurrency=args.concurrency) as sub:
+    with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
         start = _start_from(sub, out_dir / MODEL_FILE)
         config = WatchConfig(poll_interval_s=args.poll_interval_s)
         installs = 0
