@@ -21,14 +21,12 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _moto import make_bucket, moto_server  # noqa: E402
-
-from wanrl_s3.files import pull_to_file  # noqa: E402
-from wanrl_s3.publisher import PublishConfig, Publisher  # noqa: E402
-from wanrl_s3.safetensors_io import SafetensorsFile, write_file  # noqa: E402
-from wanrl_s3.store import open_store  # noqa: E402
-from wanrl_s3.subscriber import Subscriber  # noqa: E402
+from wanrl_s3.files import pull_to_file
+from wanrl_s3.publisher import PublishConfig, Publisher
+from wanrl_s3.safetensors_io import SafetensorsFile, write_file
+from wanrl_s3.store import open_store
+from wanrl_s3.subscriber import Subscriber
+from wanrl_s3.testing import local_s3, make_bucket
 
 MiB = 2**20
 
@@ -67,7 +65,7 @@ def main() -> None:
         src = work / "snapshot.safetensors"
         nbytes = make_snapshot(src, args.gib)
         tensors = dict(SafetensorsFile(src).items())
-        with moto_server() as endpoint:
+        with local_s3() as endpoint:
             bucket = make_bucket(endpoint, "bench")
             store = open_store(f"s3://{bucket}/wanrl", endpoint_url=endpoint)
             cfg = PublishConfig(delta="never", concurrency=args.concurrency)

@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         "tensors": len(snap.tensors),
         "downloaded_bytes": snap.downloaded_bytes,
         "seconds": round(seconds, 3),
+        "download_s": round(snap.download_s, 3),
+        "verify_s": round(snap.verify_s, 3),
         "mb_per_s": round(snap.downloaded_bytes / max(seconds, 1e-9) / 1e6, 1),
         "path": list(snap.path),
         "verified": True,

@@ -1,0 +1,77 @@
+"""A local S3 endpoint for demos, benchmarks and users' own tests.
+
+:func:`local_s3` starts moto's ``ThreadedMotoServer`` on 127.0.0.1 in a child
+process (so the server does not share the caller's GIL) and yields its
+endpoint URL; :func:`make_bucket` creates a bucket on it. moto comes with the
+``dev`` extra (``pip install 'wanrl-s3[dev]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from .errors import UsageError
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "AWS_DEFAULT_REGION": "us-east-1"}
+_SERVER = """
+import logging, sys, threading
+from moto.server import ThreadedMotoServer
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server.start()
+print("ready", flush=True)
+sys.stdin.read()  # until the parent closes our stdin (or dies)
+server.stop()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def local_s3(timeout_s: float = 60.0) -> Iterator[str]:
+    """A moto S3 server on 127.0.0.1 for the duration of the block; yields the endpoint URL.
+
+    Sets placeholder AWS credentials in this process's environment if none are set.
+    """
+    try:
+        import moto.server  # noqa: F401
+    except ImportError as exc:
+        raise UsageError("local_s3 needs moto: pip install 'moto[server]'") from exc
+    for key, value in CREDENTIALS.items():
+        os.environ.setdefault(key, value)
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(port)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + timeout_s
+        line = proc.stdout.readline() if proc.stdout else ""
+        if line.strip() != "ready" or time.monotonic() > deadline:
+            raise UsageError("the local S3 server (moto) did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def make_bucket(endpoint_url: str, name: str) -> str:
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(
+        Bucket=name)
+    return name
