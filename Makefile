@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH)
 	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[dev]'
+	scripts/install-checkov.sh
 	touch $(STAMP)
 
 demo: $(STAMP)
