@@ -17,11 +17,12 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InfeasiblePlanError, UsageError
-
-#: Smallest staleness budget the capacity rule supports: kappa = S - 1 >= 2.
-MIN_STALENESS = 3
-#: Largest budget inside the measured stability envelope (reward within ~5% of sync).
-MAX_STABLE_STALENESS = 6
+from ..staleness import (
+    MIN_STALENESS,
+    check_staleness,
+    kappa_for_staleness,
+    stability_warning,
+)
 
 
 def require_positive(name: str, value: float) -> float:
@@ -86,19 +87,10 @@ def staleness_budget(
         raise UsageError("give either staleness or kappa, not both (kappa = staleness - 1)")
     if kappa is not None:
         staleness = require_count("kappa", kappa) + 1
-    staleness = require_count("staleness", MIN_STALENESS if staleness is None else staleness, 2)
-    if staleness < MIN_STALENESS and not force:
-        raise UsageError(
-            f"staleness {staleness} gives kappa {staleness - 1} < 2; the capacity rule needs "
-            f"S >= {MIN_STALENESS} (kappa >= 2); pass --force to plan it anyway"
-        )
-    warning = None
-    if staleness > MAX_STABLE_STALENESS:
-        warning = (
-            f"staleness {staleness} is outside the measured stable envelope S <= "
-            f"{MAX_STABLE_STALENESS} (standard GRPO diverged at S = 11); validate the objective"
-        )
-    return StalenessBudget(staleness=staleness, kappa=staleness - 1, warning=warning)
+    staleness = check_staleness(MIN_STALENESS if staleness is None else staleness, force=force,
+                                fix="pass --force")
+    return StalenessBudget(staleness=staleness, kappa=kappa_for_staleness(staleness),
+                           warning=stability_warning(staleness))
 
 
 def _check_inputs(t_train_s: float, t_bcast_s: float, kappa: int) -> None:

@@ -13,6 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..errors import InfeasiblePlanError, UsageError
+from ..staleness import MAX_STABLE_STALENESS, MIN_STALENESS
 from . import capacity as cap
 from . import egress, topology
 from .gpu import hourly_usd
@@ -41,7 +42,7 @@ class PlanInputs:
     batch: int
     bytes_per_param: float = 2.0
     density: float = 0.05
-    staleness: int = cap.MIN_STALENESS
+    staleness: int = MIN_STALENESS
     force: bool = False
     worker_rollouts_per_s: float = 0.33
     gamma: float = 1.1
@@ -372,7 +373,7 @@ def infeasible_error(
         message += f" (fastest topology: {LABELS[fastest]})"
     kappa = cap.min_feasible_kappa(i.t_train_s, t_bcast_s)
     message += f"; fix: --kappa {kappa} (S={kappa + 1}"
-    message += ", outside the stable envelope)" if kappa + 1 > cap.MAX_STABLE_STALENESS else ")"
+    message += ", outside the stable envelope)" if kappa + 1 > MAX_STABLE_STALENESS else ")"
     density = i.window_s / t_bcast_s if fastest is None else _max_feasible_density(i)
     if density is not None:
         message += f", or ship deltas at --density below {100 * density:.3g}%"
