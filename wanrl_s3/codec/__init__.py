@@ -1,0 +1,42 @@
+"""Codecs: bit-exact sparse deltas between versions of a tensor.
+
+The numpy functions import with the core. The torch ones (``encode_delta_torch``,
+``decode_delta_torch``) are loaded on first use, so importing this package never
+imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .delta import (
+    DeltaHeader,
+    DeltaPayload,
+    decode_delta,
+    encode_delta,
+    read_header,
+)
+
+if TYPE_CHECKING:
+    from .torch_delta import decode_delta_torch, encode_delta_torch
+
+_LAZY = {"encode_delta_torch", "decode_delta_torch"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import torch_delta
+
+        return getattr(torch_delta, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "DeltaHeader",
+    "DeltaPayload",
+    "decode_delta",
+    "decode_delta_torch",
+    "encode_delta",
+    "encode_delta_torch",
+    "read_header",
+]
