@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	$(BIN)/pip install -q --disable-pip-version-check $(TORCH)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[dev]'
+	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[dev,verl]'
 	scripts/install-checkov.sh
 	touch $(STAMP)
 

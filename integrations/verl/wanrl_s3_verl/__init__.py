@@ -1,0 +1,1 @@
+"""wanrl-s3 for verl: an object-storage checkpoint engine and staleness filters."""
