@@ -49,6 +49,18 @@ class FetchPlan:
     def download_bytes(self) -> int:
         return sum(r.download_bytes for r in self.recipes)
 
+    @property
+    def objects(self) -> dict[str, int]:
+        """Every payload object the plan reads (its store key) and its size per the manifest."""
+        sizes = [{o.key: o.size for o in m.objects} for m in self.steps]
+        out: dict[str, int] = {}
+        for r in self.recipes:
+            reads = r.deltas if r.start is None else ((r.start_step, r.start), *r.deltas)
+            for step, entry in reads:
+                for seg in entry.segments:
+                    out[self.steps[step].payload_key(seg.key)] = sizes[step][seg.key]
+        return out
+
 
 def lineage(target: Manifest, lookup: Callable[[int], Manifest]) -> list[Manifest]:
     """The target and its bases back to the keyframe, oldest first."""

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, str] = {
     "gc": "wanrl_s3.commands.gc",
     "status": "wanrl_s3.commands.status",
     "worker": "wanrl_s3.commands.worker",
+    "relay": "wanrl_s3.commands.relay",
     "keygen": "wanrl_s3.commands.keygen",
     "estimate": "wanrl_s3.cost.cli",
 }

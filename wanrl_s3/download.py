@@ -12,13 +12,15 @@ A dropped connection resumes at the last byte received (the store's
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from typing import TypeVar
 
 from .store import ObjectStore
 
 Progress = Callable[[int], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -94,16 +96,23 @@ def read_all(store: ObjectStore, jobs: Iterable[ReadJob], pool: Executor, *,
         if cancel is None or not cancel.is_set():
             _run(store, req, progress)
 
-    futures: list[Future[None]] = [pool.submit(task, r) for r in requests]
+    wait_all([pool.submit(task, r) for r in requests])
+    return sum(r.length for r in requests)
+
+
+def wait_all(futures: Sequence[Future[T]]) -> list[T]:
+    """Every result, in order; the first failure cancels what has not started, and is
+    raised once the rest have finished, so no request outlives the call."""
+    results: list[T] = []
     error: BaseException | None = None
     for f in futures:
         try:
-            f.result()
-        except BaseException as exc:  # keep draining so no request outlives the call
+            results.append(f.result())
+        except BaseException as exc:  # keep draining
             if error is None:
                 error = exc
                 for other in futures:
                     other.cancel()
     if error is not None:
         raise error
-    return sum(r.length for r in requests)
+    return results

@@ -2,7 +2,8 @@
 
 Every worker writes ``<prefix>/workers/<id>.json`` after each install (and on
 errors): its installed version, the timings of its recent installs, bytes
-moved, and its last error. :func:`fleet_report` turns those into, per version,
+moved, its last error, the region it reads from and, while that is not its
+own (a fallback from a lagging region), why. :func:`fleet_report` turns those into, per version,
 T_bcast measured when a target fraction of the workers (default 90%) had
 installed it or something newer, the tail separately, and the workers that
 lag. The reference page explains why the tail must not define T_bcast: one
@@ -18,7 +19,7 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import layout
@@ -39,13 +40,14 @@ class WorkerStatus:
     installs: tuple[dict[str, Any], ...] = ()  # newest last: InstallResult.to_dict()
     downloaded_bytes_total: int = 0
     last_error: str | None = None
+    fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
 
     def to_json(self) -> bytes:
         return json.dumps({"format": STATUS_FORMAT, "worker_id": self.worker_id,
                            "region": self.region, "installed_version": self.installed_version,
                            "updated_at_s": self.updated_at_s, "installs": list(self.installs),
                            "downloaded_bytes_total": self.downloaded_bytes_total,
-                           "last_error": self.last_error}).encode()
+                           "last_error": self.last_error, "fallback": self.fallback}).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> WorkerStatus:
@@ -55,7 +57,8 @@ class WorkerStatus:
                 raise ValueError("not a worker status object")
             return cls(str(d["worker_id"]), str(d.get("region", "")), d.get("installed_version"),
                        float(d.get("updated_at_s", 0)), tuple(d.get("installs", ())),
-                       int(d.get("downloaded_bytes_total", 0)), d.get("last_error"))
+                       int(d.get("downloaded_bytes_total", 0)), d.get("last_error"),
+                       d.get("fallback"))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ManifestError(f"malformed worker status: {exc}") from exc
 
@@ -75,18 +78,21 @@ class StatusReporter:
 
     def installed(self, result: InstallResult) -> None:
         s = self.status
-        self._write(WorkerStatus(s.worker_id, s.region, result.version, time.time(),
-                                 (*s.installs, result.to_dict())[-HISTORY:],
-                                 s.downloaded_bytes_total + result.downloaded_bytes, None))
+        self._write(replace(s, installed_version=result.version,
+                            installs=(*s.installs, result.to_dict())[-HISTORY:],
+                            downloaded_bytes_total=s.downloaded_bytes_total
+                            + result.downloaded_bytes, last_error=None))
 
     def error(self, message: str) -> None:
-        s = self.status
-        self._write(WorkerStatus(s.worker_id, s.region, s.installed_version, time.time(),
-                                 s.installs, s.downloaded_bytes_total, message))
+        self._write(replace(self.status, last_error=message))
+
+    def region_changed(self, region: str, fallback: str | None) -> None:
+        """Now reading from ``region``; ``fallback`` says why it is not the worker's own."""
+        self._write(replace(self.status, region=region, fallback=fallback))
 
     def _write(self, status: WorkerStatus) -> None:
-        self.status = status
-        self.store.put_bytes(self.key, status.to_json())
+        self.status = replace(status, updated_at_s=time.time())
+        self.store.put_bytes(self.key, self.status.to_json())
 
 
 def read_statuses(store: ObjectStore) -> list[WorkerStatus]:
@@ -125,7 +131,8 @@ class FleetReport:
                 "lagging": list(self.lagging),
                 "workers": [{"worker_id": w.worker_id, "region": w.region,
                              "installed_version": w.installed_version,
-                             "updated_at_s": w.updated_at_s, "last_error": w.last_error}
+                             "updated_at_s": w.updated_at_s, "last_error": w.last_error,
+                             "fallback": w.fallback}
                             for w in self.workers]}
 
 

@@ -6,12 +6,18 @@ objects, which is why the manifest records a list of segments per tensor.
 Parts of every object upload in parallel on a shared pool while the stream
 goes on; a shared semaphore bounds the parts held in memory, so publishing
 never holds a second copy of the model.
+
+Given several stores (fanout to every region), each object is opened in every
+store under the same key and fed the same bytes as they stream past, so one
+pass over the tensors fills every region with the same object layout, and one
+manifest is valid everywhere.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .layout import payload_key
@@ -20,15 +26,19 @@ from .store import ObjectStore, ObjectWriter
 
 
 class PayloadWriter:
-    def __init__(self, store: ObjectStore, version: int, publish_id: str, *,
-                 object_bytes: int, part_bytes: int, concurrency: int) -> None:
-        self.store, self.version, self.publish_id = store, version, publish_id
+    def __init__(self, stores: ObjectStore | Sequence[ObjectStore], version: int,
+                 publish_id: str, *, object_bytes: int, part_bytes: int,
+                 concurrency: int) -> None:
+        self.stores = (stores,) if isinstance(stores, ObjectStore) else tuple(stores)
+        self.version, self.publish_id = version, publish_id
         self.object_bytes, self.part_bytes = object_bytes, part_bytes
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
-        self._closer = ThreadPoolExecutor(2, thread_name_prefix="wanrl-complete")
+        self._closer = ThreadPoolExecutor(2 * len(self.stores),
+                                          thread_name_prefix="wanrl-complete")
         self._slots = threading.Semaphore(concurrency + 2)
-        self._writer: ObjectWriter | None = None
-        self._writers: list[ObjectWriter] = []
+        # The object being filled, and every object so far: one writer per store each.
+        self._writer: tuple[ObjectWriter, ...] | None = None
+        self._writers: list[tuple[ObjectWriter, ...]] = []
         self._closing: list[Future[str]] = []
         self._objects: list[ObjectRef] = []
         self.bytes_written = 0
@@ -36,22 +46,25 @@ class PayloadWriter:
     def _relative(self, index: int) -> str:
         return f"{self.publish_id}/{index:06d}.bin"
 
-    def _current(self) -> ObjectWriter:
+    def _current(self) -> tuple[ObjectWriter, ...]:
         if self._writer is None:
-            rel = self._relative(len(self._writers))
-            self._writer = self.store.open_writer(
-                payload_key(self.version, rel), self._pool, part_bytes=self.part_bytes,
-                slots=self._slots)
+            key = payload_key(self.version, self._relative(len(self._writers)))
+            self._writer = tuple(store.open_writer(key, self._pool, part_bytes=self.part_bytes,
+                                                   slots=self._slots) for store in self.stores)
             self._writers.append(self._writer)
         return self._writer
 
     def _roll(self) -> None:
         """Finish the current object in the background and start a new one next time."""
-        writer, self._writer = self._writer, None
-        if writer is None:
+        writers, self._writer = self._writer, None
+        if writers is None:
             return
         self._objects.append(ObjectRef(self._relative(len(self._writers) - 1),
-                                       writer.bytes_written))
+                                       writers[0].bytes_written))
+        for writer in writers:
+            self._close_later(writer)
+
+    def _close_later(self, writer: ObjectWriter) -> None:
         if writer.is_multipart:  # completing waits for its parts: not on the parts' pool
             self._closing.append(self._closer.submit(writer.close))
             return
@@ -70,15 +83,16 @@ class PayloadWriter:
         view = data.cast("B") if data.format != "B" or data.ndim != 1 else data
         segments: list[Segment] = []
         while len(view):
-            writer = self._current()
-            room = self.object_bytes - writer.bytes_written
+            writers = self._current()
+            filled = writers[0].bytes_written
+            room = self.object_bytes - filled
             piece = view[:room]
-            segments.append(Segment(self._relative(len(self._writers) - 1),
-                                    writer.bytes_written, len(piece)))
-            writer.write(piece)
+            segments.append(Segment(self._relative(len(self._writers) - 1), filled, len(piece)))
+            for writer in writers:
+                writer.write(piece)
             self.bytes_written += len(piece)
             view = view[room:]
-            if writer.bytes_written >= self.object_bytes:
+            if filled + len(piece) >= self.object_bytes:
                 self._roll()
         return tuple(segments)
 
@@ -95,15 +109,18 @@ class PayloadWriter:
         for future in self._closing:
             with contextlib.suppress(Exception):
                 future.result()
-        for writer in self._writers:
-            writer.abort()
+        for writers in self._writers:
+            for writer in writers:
+                writer.abort()
         self._shutdown()
         self.delete_objects()
 
-    def delete_objects(self) -> None:
+    def delete_objects(self, stores: Sequence[ObjectStore] | None = None) -> None:
+        """Remove the objects written so far from ``stores`` (default: all of them)."""
         keys = [payload_key(self.version, self._relative(i)) for i in range(len(self._writers))]
-        with contextlib.suppress(Exception):  # leftovers are the GC's job
-            self.store.delete(keys)
+        for store in self.stores if stores is None else stores:
+            with contextlib.suppress(Exception):  # leftovers are the GC's job
+                store.delete(keys)
 
     def _shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)

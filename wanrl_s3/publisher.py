@@ -12,6 +12,12 @@ A crash before step 2 leaves LATEST and every published version untouched;
 the orphaned payload is collected by the GC. Readers find a version only
 through its manifest, and only after all its bytes exist.
 
+Given several stores (``fanout`` across regions), one pass over the tensors
+writes the same payload objects to every store; the version is checked
+claimable in every store before anything is written, then its manifest is
+created in each store in turn and, only once every store holds it, LATEST
+moves in each. A conflict in any store is a VersionConflictError.
+
 For deltas the publisher keeps the bits it last published in host memory (one
 copy of the model) and encodes each new tensor against them: a bit-exact XOR
 delta (:mod:`wanrl_s3.codec`), or the raw bytes when the tensor changed
@@ -24,7 +30,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,12 +125,21 @@ class _Draft:
 
 
 class Publisher:
-    """Publishes versions of one run to one store. Not thread-safe: one publish at a time."""
+    """Publishes versions of one run to one store, or to several (fanout).
 
-    def __init__(self, store: ObjectStore, config: PublishConfig | None = None, *,
-                 run_id: str | None = None, signer: Any = None, keep_base: bool = True) -> None:
-        """``keep_base=False`` holds no copy of the published bits (a one-shot publish)."""
-        self.store = store
+    Not thread-safe: one publish at a time.
+    """
+
+    def __init__(self, store: ObjectStore | Sequence[ObjectStore],
+                 config: PublishConfig | None = None, *, run_id: str | None = None,
+                 signer: Any = None, keep_base: bool = True) -> None:
+        """``store``: one store, or several that each get every version (the first is the
+        primary). ``keep_base=False`` holds no copy of the published bits (a one-shot publish).
+        """
+        self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
+        if not self.stores:
+            raise UsageError("a Publisher needs at least one store")
+        self.store = self.stores[0]
         self.keep_base = keep_base
         self.config = config or PublishConfig()
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
@@ -168,7 +183,7 @@ class Publisher:
                 manifest = draft.manifest(self.run_id, version, metadata or {})
         manifest = self._sign(manifest.validate())
         self._commit_manifest(manifest, draft.writer)
-        moved = self._advance_latest(manifest)
+        moved = all([advance_latest(store, manifest) for store in self.stores])
         if held is not None:
             self._base = _Base(version, manifest.keyframe_version or version,
                                0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
@@ -183,15 +198,16 @@ class Publisher:
 
     # -- steps --------------------------------------------------------------------
     def _check_claimable(self, version: int) -> None:
-        blob = get_or_none(self.store, layout.LATEST_KEY)
-        if blob is not None:
-            latest = _latest_version(blob.data)
-            if latest >= version:
-                raise VersionConflictError(
-                    f"version {version} is not newer than LATEST ({latest}) at "
-                    f"{self.store.url}; publish {latest + 1} or later")
-        if self.store.exists(layout.manifest_key(version)):
-            raise VersionConflictError(f"version {version} already exists at {self.store.url}")
+        for store in self.stores:
+            blob = get_or_none(store, layout.LATEST_KEY)
+            if blob is not None:
+                latest = _latest_version(blob.data)
+                if latest >= version:
+                    raise VersionConflictError(
+                        f"version {version} is not newer than LATEST ({latest}) at "
+                        f"{store.url}; publish {latest + 1} or later")
+            if store.exists(layout.manifest_key(version)):
+                raise VersionConflictError(f"version {version} already exists at {store.url}")
 
     def _delta_base(self, version: int) -> _Base | None:
         base, cfg = self._base, self.config
@@ -204,7 +220,7 @@ class Publisher:
     def _write(self, items: Iterator[tuple[str, Any]], version: int, base: _Base | None,
                held: dict[str, np.ndarray] | None) -> _Draft:
         cfg = self.config
-        writer = PayloadWriter(self.store, version, secrets.token_hex(6),
+        writer = PayloadWriter(self.stores, version, secrets.token_hex(6),
                                object_bytes=cfg.object_bytes, part_bytes=cfg.part_bytes,
                                concurrency=cfg.concurrency)
         entries: list[TensorEntry] = []
@@ -269,31 +285,41 @@ class Publisher:
         return manifest.with_signature(self.signer.sign(manifest.signing_bytes()))
 
     def _commit_manifest(self, manifest: Manifest, writer: PayloadWriter) -> None:
-        try:
-            self.store.put_bytes(layout.manifest_key(manifest.version), manifest.to_json(),
-                                 if_none_match=True)
-        except PreconditionFailedError as exc:
-            writer.delete_objects()
-            raise VersionConflictError(
-                f"version {manifest.version} was claimed by another publisher at "
-                f"{self.store.url}; this publish changed nothing") from exc
-
-    def _advance_latest(self, manifest: Manifest, attempts: int = 20) -> bool:
-        """Compare-and-swap LATEST forwards; False if it already points at a newer version."""
-        pointer = Latest(manifest.version, manifest.run_id, manifest.kind,
-                         manifest.keyframe_version or manifest.version, time.time()).to_json()
-        for _ in range(attempts):
-            blob = get_or_none(self.store, layout.LATEST_KEY)
-            if blob is not None and _latest_version(blob.data) >= manifest.version:
-                return False
+        """Create the manifest in each store in turn; stop at the first store that has one."""
+        data = manifest.to_json()
+        for i, store in enumerate(self.stores):
             try:
-                compare_and_swap(self.store, layout.LATEST_KEY,
-                                 None if blob is None else blob.etag, pointer)
-                return True
-            except PreconditionFailedError:
-                continue  # someone moved it first: re-read and decide again
-        raise StoreError(f"could not move LATEST to {manifest.version} after {attempts} "
-                         "attempts: too many concurrent publishers")
+                store.put_bytes(layout.manifest_key(manifest.version), data, if_none_match=True)
+            except PreconditionFailedError as exc:
+                writer.delete_objects(self.stores[i:])
+                done = ", ".join(s.url for s in self.stores[:i])
+                raise VersionConflictError(
+                    f"version {manifest.version} was claimed by another publisher at "
+                    f"{store.url}; " + (f"it is committed at {done} only, and LATEST moved "
+                                        "nowhere" if done else "this publish changed nothing")
+                ) from exc
+
+
+def advance_latest(store: ObjectStore, manifest: Manifest, attempts: int = 20) -> bool:
+    """Compare-and-swap LATEST forwards to ``manifest``'s version.
+
+    False if LATEST already points at that version or a newer one (it never
+    moves backwards). The publisher and the relay both commit through this.
+    """
+    pointer = Latest(manifest.version, manifest.run_id, manifest.kind,
+                     manifest.keyframe_version or manifest.version, time.time()).to_json()
+    for _ in range(attempts):
+        blob = get_or_none(store, layout.LATEST_KEY)
+        if blob is not None and _latest_version(blob.data) >= manifest.version:
+            return False
+        try:
+            compare_and_swap(store, layout.LATEST_KEY, None if blob is None else blob.etag,
+                             pointer)
+            return True
+        except PreconditionFailedError:
+            continue  # someone moved it first: re-read and decide again
+    raise StoreError(f"could not move LATEST to {manifest.version} at {store.url} after "
+                     f"{attempts} attempts: too many concurrent publishers")
 
 
 def _latest_version(data: bytes) -> int:

@@ -138,6 +138,48 @@ class Subscriber:
                 self._manifests.popitem(last=False)
         return m
 
+    def missing(self, version: int, have_version: int | None = None) -> str | None:
+        """What keeps ``version`` from being whole in this store; None once it is.
+
+        Bucket replication has no ordering: a replica can show LATEST before the
+        manifest, or a manifest before its payload. Such a version is not an
+        error, only not yet visible, and a reader must not start on it. Checked
+        for exactly what the plan from ``have_version`` reads (every manifest of
+        the chain, every payload object at its full size) by listing each
+        version's directory: one request per version, and where a role may list
+        but not read a missing key, S3 answers 403 to a GET, not 404.
+        """
+        listings: dict[int, dict[str, int]] = {}
+
+        def listed(v: int) -> dict[str, int]:
+            if v not in listings:
+                listings[v] = {o.key: o.size
+                               for o in self.store.list(layout.version_dir(v) + "/")}
+            return listings[v]
+
+        def lookup(v: int) -> Manifest:
+            with self._lock:
+                cached = v in self._manifests
+            if not cached and layout.manifest_key(v) not in listed(v):
+                raise NotFoundError(f"the manifest of v{v}")
+            return self.manifest(v)
+
+        try:
+            plan = plan_fetch(lookup(version), lookup, have_version)
+        except NotFoundError as exc:
+            return str(exc)
+        wanted = plan.objects
+        absent = [key for key, size in wanted.items()
+                  if listed(layout.version_of_key(key) or 0).get(key) != size]
+        if absent:
+            return (f"{len(absent)} of the {len(wanted)} payload objects it needs "
+                    f"(e.g. {absent[0]})")
+        return None
+
+    def is_visible(self, version: int, have_version: int | None = None) -> bool:
+        """Whether every byte the plan to ``version`` reads is in this store (see missing)."""
+        return self.missing(version, have_version) is None
+
     def plan(self, version: int | str | None = None, have_version: int | None = None
              ) -> FetchPlan:
         target = self.manifest(self.resolve(version))

@@ -8,6 +8,13 @@ keeps generating (invariant 7); :meth:`Watcher.install` then hands the newest
 ready version to the engine, and that local apply is the only pause. A version
 superseded while it downloads is abandoned for the newer one when finishing it
 and then taking the delta would move more bytes than going straight there.
+
+Before downloading, the watcher checks that the version is whole in its store
+(:meth:`Subscriber.missing`). In a replica region, bucket replication can show
+LATEST before the manifest, or a manifest before its payload; such a version
+is not yet visible, which is not an error: the watcher logs it, waits with
+exponential backoff and checks again. :meth:`Watcher.switch` moves a watcher
+to another region's store (a fallback), keeping the version it holds.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import UsageError, WanrlError
+from .errors import NotFoundError, UsageError, WanrlError
 from .manifest import Latest
 from .store import SYSTEM_CLOCK, Clock
 from .subscriber import FetchCancelled, Snapshot, Subscriber
@@ -33,16 +40,27 @@ class WatchConfig:
     poll_interval_s: float = 10.0
     jitter_fraction: float = 0.2  # each wait is interval * (1 +- jitter)
     retry_backoff_s: float = 5.0  # wait after a failed download before trying again
+    # first wait for a version not yet visible (replicating); doubles up to poll_interval_s
+    visible_backoff_s: float = 0.5
 
     def __post_init__(self) -> None:
         if self.poll_interval_s <= 0:
             raise UsageError(f"poll_interval_s must be > 0, got {self.poll_interval_s}")
         if not 0 <= self.jitter_fraction < 1:
             raise UsageError(f"jitter_fraction must be in [0, 1), got {self.jitter_fraction}")
+        if self.visible_backoff_s <= 0:
+            raise UsageError(f"visible_backoff_s must be > 0, got {self.visible_backoff_s}")
 
     def next_wait_s(self, rng: random.Random) -> float:
-        return self.poll_interval_s * (1 + rng.uniform(-self.jitter_fraction,
-                                                       self.jitter_fraction))
+        return self._jittered(self.poll_interval_s, rng)
+
+    def visible_wait_s(self, attempt: int, rng: random.Random) -> float:
+        """The wait before visibility check ``attempt`` + 1: exponential, capped, jittered."""
+        cap_s = max(self.poll_interval_s, self.visible_backoff_s)
+        return self._jittered(min(cap_s, self.visible_backoff_s * 2 ** (attempt - 1)), rng)
+
+    def _jittered(self, wait_s: float, rng: random.Random) -> float:
+        return wait_s * (1 + rng.uniform(-self.jitter_fraction, self.jitter_fraction))
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,7 @@ class _Ready:
 @dataclass
 class _State:
     want: int | None = None  # newest version seen in LATEST
+    visible: int | None = None  # newest version found whole in the store
     downloading: int | None = None
     progress_bytes: int = 0
     ready: _Ready | None = None
@@ -108,6 +127,7 @@ class Watcher:
         self._stop = threading.Event()
         self._work = threading.Event()
         self._etag: str | None = None
+        self._invisible_checks = 0  # consecutive "not yet visible" answers, for the backoff
         self._threads: list[threading.Thread] = []
 
     # -- lifecycle ----------------------------------------------------------------
@@ -146,6 +166,35 @@ class Watcher:
     def last_error(self) -> str | None:
         return self._state.last_error
 
+    @property
+    def held_version(self) -> int | None:
+        """The version installed, or ready to install if newer."""
+        with self._lock:
+            return self._held_version()
+
+    @property
+    def region_version(self) -> int | None:
+        """The newest version this watcher's store has shown whole (held or found visible)."""
+        with self._lock:
+            found = [v for v in (self._held_version(), self._state.visible) if v is not None]
+        return max(found, default=None)
+
+    def switch(self, subscriber: Subscriber) -> None:
+        """Read from another store from now on (a region fallback, or back home).
+
+        Every region holds the same versions under the same keys, so the held
+        version stays and the next download is still a delta from it. A
+        download in flight from the old store is abandoned; the caller keeps
+        the old subscriber open until the watcher stops.
+        """
+        with self._lock:
+            self.sub = subscriber
+            self._etag = None
+            self._state.visible = None
+            self._invisible_checks = 0
+        self._cancel.set()
+        self._work.set()
+
     def wait_ready(self, timeout_s: float | None = None) -> int | None:
         """Block until a version newer than the installed one is ready (or time out)."""
         with self._lock:
@@ -182,11 +231,16 @@ class Watcher:
     # -- polling --------------------------------------------------------------------
     def poll_once(self) -> Latest | None:
         """One conditional GET of LATEST; a newer version wakes the downloader."""
-        polled = self.sub.poll_latest(self._etag)
+        with self._lock:
+            sub, etag = self.sub, self._etag
+        polled = sub.poll_latest(etag)
         if polled is None:
             return None
-        latest, self._etag = polled
+        latest = polled[0]
         with self._lock:
+            if self.sub is not sub:  # switched stores meanwhile: that answer is stale
+                return None
+            self._etag = polled[1]
             st = self._state
             newest = max((v for v in (st.want, self._held_version()) if v is not None),
                          default=-1)
@@ -240,11 +294,15 @@ class Watcher:
             want = st.want
             if want is None or (have is not None and have.version >= want):
                 return False
-            st.downloading, st.progress_bytes = want, 0
+            sub = self.sub
+        if not self._visible(sub, want, have):
+            return False
+        with self._lock:
+            self._state.downloading, self._state.progress_bytes = want, 0
             self._cancel.clear()
         log.info("downloading v%d (holding v%s)", want, None if have is None else have.version)
         try:
-            snap = self.sub.fetch(want, have=have, cancel=self._cancel, progress=self._count)
+            snap = sub.fetch(want, have=have, cancel=self._cancel, progress=self._count)
         except FetchCancelled:
             return not self._stop.is_set()
         except WanrlError as exc:
@@ -264,6 +322,27 @@ class Watcher:
                  snap.path)
         return True
 
+    def _visible(self, sub: Subscriber, want: int, have: Snapshot | None) -> bool:
+        """Whether ``want`` is whole in the store; if not, log it, back off, and retry later."""
+        try:
+            missing = sub.missing(want, None if have is None else have.version)
+        except WanrlError as exc:
+            self._record_error(f"visibility check of v{want}: {exc}")
+            wait_s = self.config.retry_backoff_s
+        else:
+            if missing is None:
+                with self._lock:
+                    self._invisible_checks = 0
+                    self._state.visible = max(want, self._state.visible or -1)
+                return True
+            self._invisible_checks += 1
+            wait_s = self.config.visible_wait_s(self._invisible_checks, self._rng)
+            log.info("v%d is not yet visible at %s (missing %s): still replicating, not an "
+                     "error; checking again in %.1f s", want, sub.store.url, missing, wait_s)
+        self._work.wait(wait_s)  # a newer version or stop() ends the wait early
+        self._work.set()
+        return False
+
     def _count(self, n: int) -> None:
         self._state.progress_bytes += n
 
@@ -271,3 +350,27 @@ class Watcher:
         log.warning("%s", message)
         with self._lock:
             self._state.last_error = message
+
+
+def wait_visible(sub: Subscriber, version: int, have_version: int | None = None, *,
+                 timeout_s: float, config: WatchConfig | None = None,
+                 clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None) -> None:
+    """Block until ``version`` is whole in ``sub``'s store, backing off between checks.
+
+    For one-shot readers (``pull``) of a replica: a version replication has
+    only partly copied is waited for, not read. NotFoundError after ``timeout_s``.
+    """
+    config, rng = config or WatchConfig(), rng or random.Random()
+    deadline_s = clock.monotonic() + timeout_s
+    attempt = 0
+    while (missing := sub.missing(version, have_version)) is not None:
+        remaining_s = deadline_s - clock.monotonic()
+        if remaining_s <= 0:
+            raise NotFoundError(f"v{version} is still not whole at {sub.store.url} after "
+                                f"{timeout_s:g} s (missing {missing}): replication may have "
+                                "stalled; try another --region")
+        attempt += 1
+        wait_s = min(remaining_s, config.visible_wait_s(attempt, rng))
+        log.info("v%d is not yet visible at %s (missing %s): still replicating; checking "
+                 "again in %.1f s", version, sub.store.url, missing, wait_s)
+        clock.sleep(wait_s)

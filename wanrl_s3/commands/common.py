@@ -8,6 +8,9 @@ import os
 import sys
 from typing import Any
 
+from ..errors import UsageError
+from ..probe import AUTO, RegionChoice, choose_region
+from ..regions import RegionsConfig, load_regions
 from ..signing import Verifier
 from ..store import ObjectStore, open_store
 from ..subscriber import Subscriber
@@ -25,6 +28,42 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
                    help="refuse any version not signed by this Ed25519 public key")
     g.add_argument("--s3-region", default=None,
                    help="S3 region name for request signing (default: from the profile)")
+
+
+def add_regions_arg(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--regions FILE``, the alternative to ``--store`` (which then is not required)."""
+    parser.add_argument("--regions", metavar="FILE", default=None,
+                        help="a regions file (`terraform output -raw regions_toml`) instead of "
+                             f"--store: {what}; its per-region endpoint and profile apply")
+
+
+def regions_from_args(args: argparse.Namespace) -> RegionsConfig | None:
+    """The regions file if one was given; exactly one of --store and --regions."""
+    if args.regions is None:
+        if not args.store:
+            raise UsageError("give --store URL, or --regions FILE")
+        return None
+    if args.store:
+        raise UsageError("--store and --regions exclude each other: the regions file names "
+                         "every store")
+    return load_regions(args.regions)
+
+
+def add_region_arg(parser: argparse.ArgumentParser, without_regions: str) -> None:
+    parser.add_argument("--region", metavar="NAME|auto", default=None,
+                        help="with --regions: the region to read from, or 'auto' (the default): "
+                             "the fastest by latency and throughput measured at start-up; "
+                             f"without --regions: {without_regions}")
+
+
+def store_to_read(args: argparse.Namespace, *, max_lag_versions: int | None = None
+                  ) -> tuple[ObjectStore, RegionsConfig | None, RegionChoice | None]:
+    """--store, or the region of --regions that --region names or measuring picks."""
+    regions = regions_from_args(args)
+    if regions is None:
+        return open_from_args(args), None, None
+    choice = choose_region(regions, args.region or AUTO, max_lag_versions=max_lag_versions)
+    return regions.store(choice.region), regions, choice
 
 
 def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectStore:

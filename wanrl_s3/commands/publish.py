@@ -1,4 +1,10 @@
-"""``wanrl-s3 publish``: publish a .safetensors file (or a folder of shards) as a version."""
+"""``wanrl-s3 publish``: publish a .safetensors file (or a folder of shards) as a version.
+
+With ``--regions FILE`` it publishes in the file's mode: fanout writes every
+region (one pass over the tensors, each region committed in order); replicate
+and copy write the primary, and bucket replication or ``wanrl-s3 relay`` does
+the rest.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,14 @@ from ..publisher import DELTA_MODES, PublishConfig, Publisher
 from ..safetensors_io import iter_source, read_source
 from ..signing import Signer
 from ..subscriber import Snapshot, Subscriber
-from .common import add_store_args, emit_json, human_bytes, open_from_args
+from .common import (
+    add_regions_arg,
+    add_store_args,
+    emit_json,
+    human_bytes,
+    open_from_args,
+    regions_from_args,
+)
 
 MiB = 2**20
 
@@ -20,7 +33,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser("publish", help="publish a version (full or delta)",
                               description=__doc__)
     p.add_argument("src", metavar="SRC", help="a .safetensors file or a folder of shards")
-    add_store_args(p)
+    add_store_args(p, required=False)
+    add_regions_arg(p, "publish in its mode (fanout: every region; replicate, copy: the "
+                       "primary)")
     p.add_argument("--version", type=int, required=True, help="the new version number")
     p.add_argument("--delta", choices=DELTA_MODES, default="auto",
                    help="auto: a delta against the newest version unless a keyframe is due "
@@ -43,9 +58,12 @@ def run(args: argparse.Namespace) -> int:
     files = read_source(args.src)  # validates every header before any upload
     config = PublishConfig(delta=args.delta, keyframe_every=args.keyframe_every,
                            part_bytes=args.part_mb * MiB, concurrency=args.concurrency)
-    store = open_from_args(args)
+    regions = regions_from_args(args)
+    stores = ([open_from_args(args)] if regions is None
+              else [r.store() for r in regions.publish_regions])
+    store = stores[0]
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
-    publisher = Publisher(store, config, run_id=args.run_id, signer=signer, keep_base=False)
+    publisher = Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
     if args.delta != "never":
         _adopt_base(publisher, store, args.base, args.keyframe_every)
     tensors = dict(iter_source(files))
@@ -58,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
                    "latest_moved": result.latest_moved})
     else:
         base = "" if result.base_version is None else f" against v{result.base_version}"
-        print(f"published v{result.version} ({result.kind}{base}) to {store.url}: "
+        print(f"published v{result.version} ({result.kind}{base}) to "
+              f"{', '.join(s.url for s in stores)}: "
               f"{result.tensors} tensors, {human_bytes(result.raw_bytes)} raw, "
               f"{human_bytes(result.stored_bytes)} stored, {result.seconds:.2f} s "
               f"({result.throughput_mb_s:,.0f} MB/s of tensors)")

@@ -45,5 +45,6 @@ def run(args: argparse.Namespace) -> int:
     for s in statuses:
         flag = "  LAGGING" if s.worker_id in report.lagging else ""
         err = f"  last error: {s.last_error}" if s.last_error else ""
+        err += f"  fallback: {s.fallback}" if s.fallback else ""
         print(f"  {s.worker_id:<24} {s.region or '-':<12} v{s.installed_version}{flag}{err}")
     return 0

@@ -127,6 +127,13 @@ class ObjectStore:
         """Server-side copy where the backend has one; this default moves the bytes."""
         self._put(dst_key, self._get(src_key).data)  # type: ignore[union-attr]
 
+    def _copy_from(self, source: ObjectStore, src_key: str, dst_key: str) -> bool:
+        """Server-side copy of ``source``'s object here, where one service holds both.
+
+        False (this default) where the backend cannot; the caller then streams.
+        """
+        return False
+
     # -- helpers: built on the primitives, never overridden -----------------------
     @property
     def url(self) -> str:
@@ -200,6 +207,30 @@ class ObjectStore:
         check_key(src_key)
         check_key(dst_key)
         self.retry.call(lambda: self._copy(src_key, dst_key), f"COPY {src_key}")
+
+    def copy_from(self, source: ObjectStore, src_key: str, dst_key: str, *, size: int,
+                  executor: Executor, part_bytes: int,
+                  slots: threading.Semaphore | None = None) -> bool:
+        """Copy ``size`` bytes of another store's object here; True if it went server-side.
+
+        Server-side where both stores live on one service (S3 CopyObject across
+        buckets: no byte passes through this machine); otherwise streamed as
+        ranged reads of ``part_bytes`` into a multipart writer whose parts in
+        memory ``slots`` bounds (see :meth:`open_writer`).
+        """
+        check_key(src_key)
+        check_key(dst_key)
+        if self.retry.call(lambda: self._copy_from(source, src_key, dst_key),
+                           f"COPY {source.url}/{src_key}"):
+            return True
+        with self.open_writer(dst_key, executor, part_bytes=part_bytes, slots=slots) as writer:
+            buf = memoryview(bytearray(min(part_bytes, size)))
+            for offset in range(0, size, part_bytes):
+                piece = buf[:min(part_bytes, size - offset)]
+                source.read_into(src_key, offset, piece)
+                writer.write(piece)
+            writer.close()
+        return False
 
     def pending_uploads(self, prefix: str = "") -> list[PendingUpload]:
         return self.retry.call(lambda: list(self._mpu_list(prefix)), "LIST uploads")
