@@ -36,8 +36,12 @@ S3_GET_USD_PER_1000 = 0.0004  # AWS S3 Standard GET, us-east-1 (wanrl_s3/cost/pr
 def model(mib: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     n = mib * 2**20 // 2 // 8
-    return {f"model.layers.{i}.mlp.up_proj.weight":
-            rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16) for i in range(8)}
+    return {
+        f"model.layers.{i}.mlp.up_proj.weight": rng.integers(0, 2**16, n, np.uint16).view(
+            ml_dtypes.bfloat16
+        )
+        for i in range(8)
+    }
 
 
 def wait(predicate, timeout_s: float) -> None:
@@ -56,10 +60,27 @@ def fleet_run(endpoint: str, url: str, workers: int, mib: int, work: Path) -> No
     for i in range(workers):
         out = work / f"w{i}"
         out.mkdir()
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "wanrl_s3.cli", "worker", "--store", url, "--endpoint-url",
-             endpoint, "--out-dir", str(out), "--worker-id", f"w{i}", "--poll-interval-s", "1"],
-            stderr=subprocess.DEVNULL))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "wanrl_s3.cli",
+                    "worker",
+                    "--store",
+                    url,
+                    "--endpoint-url",
+                    endpoint,
+                    "--out-dir",
+                    str(out),
+                    "--worker-id",
+                    f"w{i}",
+                    "--poll-interval-s",
+                    "1",
+                ],
+                stderr=subprocess.DEVNULL,
+            )
+        )
     try:
         wait(lambda: sum(s.installed_version == 1 for s in read_statuses(store)) == workers, 120)
         result = pub.publish(model(mib, 1), 2)
@@ -77,21 +98,33 @@ def fleet_run(endpoint: str, url: str, workers: int, mib: int, work: Path) -> No
     installs = [next(i for i in s.installs if i["version"] == 2) for s in statuses]
     rates = [i["downloaded_bytes"] / i["download_s"] for i in installs]
     per_worker = float(np.median(rates))
-    print(f"{workers} workers, one {result.raw_bytes / 1e6:.0f} MB full version through moto "
-          "on this machine")
-    print(f"T_bcast (90% installed, from manifest commit): {v2.t_bcast_s:.2f} s; "
-          f"tail to the last worker +{v2.tail_s:.2f} s")
-    print(f"median per-worker download throughput: {per_worker / 1e6:.1f} MB/s; "
-          f"payload / throughput = {result.raw_bytes / per_worker:.2f} s")
-    print("per worker: seen after publish {:.2f} s, download {:.2f} s, verify {:.2f} s, "
-          "write {:.2f} s (medians)".format(
-              *(float(np.median([i[k] - (published if k == "seen_at_s" else 0) for i in installs]))
-                for k in ("seen_at_s", "download_s", "verify_s", "apply_s"))))
+    print(
+        f"{workers} workers, one {result.raw_bytes / 1e6:.0f} MB full version through moto "
+        "on this machine"
+    )
+    print(
+        f"T_bcast (90% installed, from manifest commit): {v2.t_bcast_s:.2f} s; "
+        f"tail to the last worker +{v2.tail_s:.2f} s"
+    )
+    print(
+        f"median per-worker download throughput: {per_worker / 1e6:.1f} MB/s; "
+        f"payload / throughput = {result.raw_bytes / per_worker:.2f} s"
+    )
+    print(
+        "per worker: seen after publish {:.2f} s, download {:.2f} s, verify {:.2f} s, "
+        "write {:.2f} s (medians)".format(
+            *(
+                float(np.median([i[k] - (published if k == "seen_at_s" else 0) for i in installs]))
+                for k in ("seen_at_s", "download_s", "verify_s", "apply_s")
+            )
+        )
+    )
 
 
 def polling_cost(endpoint: str, url: str, seconds: float) -> None:
     store = open_store(url, endpoint_url=endpoint)
     gets = {"n": 0}
+
     def count(request, **_) -> None:  # GETs of LATEST, counted as they go on the wire
         if request.url.split("?")[0].endswith("/LATEST"):
             gets["n"] += 1
@@ -105,10 +138,14 @@ def polling_cost(endpoint: str, url: str, seconds: float) -> None:
     default = WatchConfig().poll_interval_s
     per_poll = gets["n"] / (seconds / interval)
     per_hour = per_poll * 3600 / default
-    print(f"polling: {gets['n']} GETs of LATEST in {seconds:.0f} s at {interval} s interval "
-          f"({per_poll:.2f} per poll, each a 304 when nothing changed)")
-    print(f"at the default {default:.0f} s interval: {per_hour:.0f} GETs per worker per hour = "
-          f"${per_hour * S3_GET_USD_PER_1000 / 1000:.6f}/h at ${S3_GET_USD_PER_1000}/1000 GETs")
+    print(
+        f"polling: {gets['n']} GETs of LATEST in {seconds:.0f} s at {interval} s interval "
+        f"({per_poll:.2f} per poll, each a 304 when nothing changed)"
+    )
+    print(
+        f"at the default {default:.0f} s interval: {per_hour:.0f} GETs per worker per hour = "
+        f"${per_hour * S3_GET_USD_PER_1000 / 1000:.6f}/h at ${S3_GET_USD_PER_1000}/1000 GETs"
+    )
 
 
 def main() -> None:

@@ -24,8 +24,9 @@ def main() -> int:
     failed = 0
     for args in RUNS:
         print(f"\n$ python benchmarks/{' '.join(args)}", flush=True)
-        failed |= subprocess.run([sys.executable, str(HERE / args[0]), *args[1:]],
-                                 check=False).returncode
+        failed |= subprocess.run(
+            [sys.executable, str(HERE / args[0]), *args[1:]], check=False
+        ).returncode
     return failed
 
 

@@ -39,7 +39,8 @@ def make_snapshot(path: Path, gib: float) -> int:
     while size < total:
         n = min(32 * MiB, (total - size) // 2)  # 64 MiB tensors, like an 8B model's MLP weights
         tensors[f"model.layers.{i}.mlp.up_proj.weight"] = rng.integers(
-            0, 2**16, n, dtype=np.uint16).view(ml_dtypes.bfloat16)
+            0, 2**16, n, dtype=np.uint16
+        ).view(ml_dtypes.bfloat16)
         size += 2 * n
         i += 1
     write_file(path, tensors)
@@ -83,17 +84,35 @@ def main() -> None:
 
             def s5_up(i: int) -> float:
                 t = time.perf_counter()
-                subprocess.run([s5cmd, "--endpoint-url", endpoint, "cp", str(src),
-                                f"s3://{bucket}/s5/{i}/snapshot.safetensors"], check=True,
-                               stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    [
+                        s5cmd,
+                        "--endpoint-url",
+                        endpoint,
+                        "cp",
+                        str(src),
+                        f"s3://{bucket}/s5/{i}/snapshot.safetensors",
+                    ],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
                 return time.perf_counter() - t
 
             def s5_down(i: int) -> float:
                 dst = work / f"s5-{i}.safetensors"
                 t = time.perf_counter()
-                subprocess.run([s5cmd, "--endpoint-url", endpoint, "cp",
-                                f"s3://{bucket}/s5/{i}/snapshot.safetensors", str(dst)],
-                               check=True, stdout=subprocess.DEVNULL)
+                subprocess.run(
+                    [
+                        s5cmd,
+                        "--endpoint-url",
+                        endpoint,
+                        "cp",
+                        f"s3://{bucket}/s5/{i}/snapshot.safetensors",
+                        str(dst),
+                    ],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
                 took = time.perf_counter() - t
                 dst.unlink()
                 return took
@@ -101,8 +120,10 @@ def main() -> None:
             up_ours, up_s5 = best(ours_up, args.repeat), best(s5_up, args.repeat)
             down_ours, down_s5 = best(ours_down, args.repeat), best(s5_down, args.repeat)
         mb = nbytes / 1e6
-        print(f"snapshot: {nbytes / 2**30:.2f} GiB of bf16, moto_server on 127.0.0.1, "
-              f"best of {args.repeat}")
+        print(
+            f"snapshot: {nbytes / 2**30:.2f} GiB of bf16, moto_server on 127.0.0.1, "
+            f"best of {args.repeat}"
+        )
         print(f"{'direction':<10} {'wanrl-s3 MB/s':>14} {'s5cmd MB/s':>11} {'ratio':>6}")
         for name, ours, s5 in (("publish", up_ours, up_s5), ("pull", down_ours, down_s5)):
             print(f"{name:<10} {mb / ours:>14.0f} {mb / s5:>11.0f} {s5 / ours:>6.2f}")

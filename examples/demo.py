@@ -34,8 +34,19 @@ CLI = [sys.executable, "-m", "wanrl_s3.cli"]
 
 def pull(store_url: str, endpoint: str, out: Path, version: int, have: Path | None) -> dict:
     """`wanrl-s3 pull` in a separate process; returns its JSON summary."""
-    cmd = [*CLI, "pull", "--store", store_url, "--endpoint-url", endpoint,
-           "--version", str(version), "--out", str(out), "--json"]
+    cmd = [
+        *CLI,
+        "pull",
+        "--store",
+        store_url,
+        "--endpoint-url",
+        endpoint,
+        "--version",
+        str(version),
+        "--out",
+        str(out),
+        "--json",
+    ]
     if have is not None:
         cmd += ["--have", str(have)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -47,7 +58,8 @@ def pull(store_url: str, endpoint: str, out: Path, version: int, have: Path | No
 def identical(path: Path, tensors: dict[str, np.ndarray]) -> bool:
     got = SafetensorsFile(path)
     return set(got.specs) == set(tensors) and all(
-        got.array(name).tobytes() == arr.tobytes() for name, arr in tensors.items())
+        got.array(name).tobytes() == arr.tobytes() for name, arr in tensors.items()
+    )
 
 
 def report(label: str, nbytes: int, seconds: float) -> str:
@@ -56,9 +68,11 @@ def report(label: str, nbytes: int, seconds: float) -> str:
 
 
 def pulled(label: str, summary: dict, wall_s: float) -> str:
-    return (f"{label}: {summary['downloaded_bytes'] / 1e6:,.2f} MB downloaded in "
-            f"{summary['download_s']:.2f} s, every tensor verified in {summary['verify_s']:.2f} s "
-            f"({wall_s:.1f} s for the whole command)")
+    return (
+        f"{label}: {summary['downloaded_bytes'] / 1e6:,.2f} MB downloaded in "
+        f"{summary['download_s']:.2f} s, every tensor verified in {summary['verify_s']:.2f} s "
+        f"({wall_s:.1f} s for the whole command)"
+    )
 
 
 def main() -> None:
@@ -66,14 +80,17 @@ def main() -> None:
     t = time.perf_counter()
     v1 = random_bf16_state(layout, seed=0)
     raw = sum(a.nbytes for a in v1.values())
-    print(f"policy: {len(v1)} tensors, {param_count(layout) / 1e6:.0f}M parameters, "
-          f"{raw / 1e6:,.0f} MB of bf16 (built in {time.perf_counter() - t:.1f} s)")
+    print(
+        f"policy: {len(v1)} tensors, {param_count(layout) / 1e6:.0f}M parameters, "
+        f"{raw / 1e6:,.0f} MB of bf16 (built in {time.perf_counter() - t:.1f} s)"
+    )
     with tempfile.TemporaryDirectory(prefix="wanrl-demo-") as tmp, local_s3() as endpoint:
         work = Path(tmp)
         url = f"s3://{make_bucket(endpoint, 'wanrl-demo')}/runs/demo"
         print(f"local S3 endpoint {endpoint}, store {url}")
-        publisher = Publisher(open_store(url, endpoint_url=endpoint),
-                              PublishConfig(keyframe_every=10), run_id="demo")
+        publisher = Publisher(
+            open_store(url, endpoint_url=endpoint), PublishConfig(keyframe_every=10), run_id="demo"
+        )
 
         r1 = publisher.publish(v1, 1)
         print(report(f"publish v1 ({r1.kind})", r1.stored_bytes, r1.seconds))
@@ -85,17 +102,21 @@ def main() -> None:
 
         v2 = nudge_state(v1, 0.01, seed=2)
         r2 = publisher.publish(v2, 2)
-        print(f"publish v2 ({r2.kind} against v{r2.base_version}, {r2.density:.2%} of values "
-              f"changed): {r2.stored_bytes / 1e6:.2f} MB stored, {r2.seconds:.2f} s to encode "
-              "and upload")
+        print(
+            f"publish v2 ({r2.kind} against v{r2.base_version}, {r2.density:.2%} of values "
+            f"changed): {r2.stored_bytes / 1e6:.2f} MB stored, {r2.seconds:.2f} s to encode "
+            "and upload"
+        )
         t = time.perf_counter()
         p2 = pull(url, endpoint, work / "v2.safetensors", 2, work / "v1.safetensors")
         print(pulled("pull v2 --have v1 in another process", p2, time.perf_counter() - t))
         ok2 = identical(work / "v2.safetensors", v2)
         print(f"v2 bit-identical after the round trip: {ok2}")
-        print(f"\nthe delta moved {p2['downloaded_bytes'] / p1['downloaded_bytes']:.2%} of the "
-              f"bytes of a full snapshot ({p2['downloaded_bytes'] / 1e6:.2f} MB instead of "
-              f"{p1['downloaded_bytes'] / 1e6:,.0f} MB)")
+        print(
+            f"\nthe delta moved {p2['downloaded_bytes'] / p1['downloaded_bytes']:.2%} of the "
+            f"bytes of a full snapshot ({p2['downloaded_bytes'] / 1e6:.2f} MB instead of "
+            f"{p1['downloaded_bytes'] / 1e6:,.0f} MB)"
+        )
     if not (ok1 and ok2):
         raise SystemExit("demo FAILED: a pulled version differs from what was published")
 

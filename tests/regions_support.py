@@ -30,8 +30,10 @@ SMALL = PublishConfig(keyframe_every=100, object_bytes=48 * KiB, concurrency=4)
 
 def model(seed: int, kib: int = 32, n: int = 4) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {f"layers.{i}.w": rng.integers(0, 2**16, kib * KiB // 2, np.uint16)
-            .view(ml_dtypes.bfloat16) for i in range(n)}
+    return {
+        f"layers.{i}.w": rng.integers(0, 2**16, kib * KiB // 2, np.uint16).view(ml_dtypes.bfloat16)
+        for i in range(n)
+    }
 
 
 def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -63,27 +65,42 @@ def new_bucket_url(endpoint: str) -> str:
     return f"s3://{name}/runs/r1"
 
 
-def three_regions(endpoint: str, mode: str, *, endpoints: dict[str, str] | None = None
-                  ) -> RegionsConfig:
+def three_regions(
+    endpoint: str, mode: str, *, endpoints: dict[str, str] | None = None
+) -> RegionsConfig:
     """use1 (primary), euw1, apne1: a bucket each, on ``endpoint`` unless ``endpoints`` says."""
     endpoints = endpoints or {}
     regions = []
-    for name, s3_region in (("use1", "us-east-1"), ("euw1", "eu-west-1"),
-                            ("apne1", "ap-northeast-1")):
+    for name, s3_region in (
+        ("use1", "us-east-1"),
+        ("euw1", "eu-west-1"),
+        ("apne1", "ap-northeast-1"),
+    ):
         url_endpoint = endpoints.get(name, endpoint)
-        regions.append(Region(name, new_bucket_url(url_endpoint), s3_region, url_endpoint,
-                              "", f"aws:{s3_region}"))
+        regions.append(
+            Region(
+                name, new_bucket_url(url_endpoint), s3_region, url_endpoint, "", f"aws:{s3_region}"
+            )
+        )
     return RegionsConfig("use1", mode, tuple(regions))
 
 
 def write_regions(path: Path, config: RegionsConfig) -> Path:
     """The regions file as `terraform output -raw regions_toml` writes it."""
-    lines = [f'primary = "{config.primary}"',
-             f'mode = "{config.mode}"            # fanout | replicate | copy']
+    lines = [
+        f'primary = "{config.primary}"',
+        f'mode = "{config.mode}"            # fanout | replicate | copy',
+    ]
     for r in config.regions:
-        lines += ["", f"[regions.{r.name}]", f'url = "{r.url}"', f's3_region = "{r.s3_region}"',
-                  f'endpoint_url = "{r.endpoint_url}"', f'profile = "{r.profile}"',
-                  f'price_class = "{r.price_class}"']
+        lines += [
+            "",
+            f"[regions.{r.name}]",
+            f'url = "{r.url}"',
+            f's3_region = "{r.s3_region}"',
+            f'endpoint_url = "{r.endpoint_url}"',
+            f'profile = "{r.profile}"',
+            f'price_class = "{r.price_class}"',
+        ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -103,20 +120,32 @@ class FakeReplicator:
     ``adversarial`` puts LATEST and the manifests first, before any payload.
     """
 
-    def __init__(self, source: ObjectStore, replica: ObjectStore, rng: random.Random, *,
-                 adversarial: bool = False) -> None:
+    def __init__(
+        self,
+        source: ObjectStore,
+        replica: ObjectStore,
+        rng: random.Random,
+        *,
+        adversarial: bool = False,
+    ) -> None:
         self.source, self.replica, self.rng = source, replica, rng
         self.adversarial = adversarial
 
     def pending(self) -> list[str]:
         have = {o.key: o.etag for o in self.replica.list("")}
-        keys = [o.key for o in self.source.list("")
-                if o.key == layout.LATEST_KEY or o.key.startswith(layout.VERSIONS_DIR + "/")]
+        keys = [
+            o.key
+            for o in self.source.list("")
+            if o.key == layout.LATEST_KEY or o.key.startswith(layout.VERSIONS_DIR + "/")
+        ]
         keys = [k for k in keys if k not in have or k == layout.LATEST_KEY]
         self.rng.shuffle(keys)
         if self.adversarial:
-            keys.sort(key=lambda k: 0 if k == layout.LATEST_KEY else 1 if
-                      k.endswith(layout.MANIFEST_NAME) else 2)
+            keys.sort(
+                key=lambda k: (
+                    0 if k == layout.LATEST_KEY else 1 if k.endswith(layout.MANIFEST_NAME) else 2
+                )
+            )
         return keys
 
     def copy(self, key: str) -> None:

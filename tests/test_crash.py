@@ -39,14 +39,16 @@ Publisher(store, PublishConfig(delta="never", part_bytes=5 * 2**20)).publish(ten
 
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
-def test_publish_killed_before_manifest(kind: str, tmp_path: Path, s3_url: str,
-                                        moto_endpoint: str) -> None:
+def test_publish_killed_before_manifest(
+    kind: str, tmp_path: Path, s3_url: str, moto_endpoint: str
+) -> None:
     url = s3_url if kind == "s3" else f"file://{tmp_path}/store"
     store = open_store(url, endpoint_url=moto_endpoint)
     Publisher(store, PublishConfig(delta="never")).publish({"w": np.ones(8, np.float32)}, 1)
     flag = tmp_path / "uploading"
-    child = subprocess.Popen([sys.executable, "-c", CHILD, url, moto_endpoint, str(flag)],
-                             env={**os.environ})
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, url, moto_endpoint, str(flag)], env={**os.environ}
+    )
     try:
         deadline = time.monotonic() + 60
         while not flag.exists():
@@ -70,8 +72,7 @@ def test_publish_killed_before_manifest(kind: str, tmp_path: Path, s3_url: str,
     assert young.deleted_objects == 0  # unreferenced but young: might be a publish in progress
     if kind == "file":  # moto reports a fixed 2010 'Initiated' time for every upload
         assert young.aborted_uploads == 0
-    report = collect(store, RetentionPolicy(keep_versions=5, grace_s=0),
-                     now_s=time.time() + 10)
+    report = collect(store, RetentionPolicy(keep_versions=5, grace_s=0), now_s=time.time() + 10)
     assert report.kept_versions == [1]
     assert store.list("v/000000000002/") == [] and store.pending_uploads() == []
     with Subscriber(store) as sub:

@@ -15,8 +15,9 @@ from wanrl_s3.store import ObjectStore, open_store
 from wanrl_s3.subscriber import Snapshot, Subscriber
 
 
-def step(state: dict[str, np.ndarray], rng: np.random.Generator, density: float
-         ) -> dict[str, np.ndarray]:
+def step(
+    state: dict[str, np.ndarray], rng: np.random.Generator, density: float
+) -> dict[str, np.ndarray]:
     """Flip low mantissa bits of a random ``density`` of each tensor's elements."""
     out = {}
     for name, arr in state.items():
@@ -28,9 +29,11 @@ def step(state: dict[str, np.ndarray], rng: np.random.Generator, density: float
 
 
 def initial(rng: np.random.Generator) -> dict[str, np.ndarray]:
-    return {"embed": rng.standard_normal((64, 32)).astype(ml_dtypes.bfloat16),
-            "layers.0.w": rng.standard_normal((32, 32)).astype(ml_dtypes.bfloat16),
-            "norm": rng.standard_normal(32).astype(np.float32)}
+    return {
+        "embed": rng.standard_normal((64, 32)).astype(ml_dtypes.bfloat16),
+        "layers.0.w": rng.standard_normal((32, 32)).astype(ml_dtypes.bfloat16),
+        "norm": rng.standard_normal(32).astype(np.float32),
+    }
 
 
 def same(a: Snapshot | dict, b: dict[str, np.ndarray]) -> bool:
@@ -73,8 +76,9 @@ def test_join_at_every_version_reaches_every_later_one(store: ObjectStore, chain
 def test_planner_takes_the_cheapest_path(store: ObjectStore, chain20: list) -> None:
     with Subscriber(store) as sub:
         from_15 = sub.plan(20, 15)
-        assert [m.version for m in from_15.steps] == [16, 17, 18, 19, 20] or \
-            [m.version for m in from_15.steps] == [17, 18, 19, 20]
+        assert [m.version for m in from_15.steps] == [16, 17, 18, 19, 20] or [
+            m.version for m in from_15.steps
+        ] == [17, 18, 19, 20]
         # v17 is a keyframe: from 15, going through it costs a full download either way,
         # so the plan from the held copy must not cost more than the keyframe plan.
         assert from_15.download_bytes <= sub.plan(20, None).download_bytes
@@ -87,13 +91,18 @@ def test_planner_takes_the_cheapest_path(store: ObjectStore, chain20: list) -> N
 def test_wrong_base_is_detected_and_recovered(store: ObjectStore, chain20: list) -> None:
     with Subscriber(store) as sub:
         v19 = sub.fetch(19)
-        forged = Snapshot(19, {k: (a.copy() if k != "embed" else
-                                   step({k: a}, np.random.default_rng(0), 0.5)[k])
-                               for k, a in v19.tensors.items()})
+        forged = Snapshot(
+            19,
+            {
+                k: (a.copy() if k != "embed" else step({k: a}, np.random.default_rng(0), 0.5)[k])
+                for k, a in v19.tensors.items()
+            },
+        )
         plan = sub.plan(20, 19)
         with pytest.raises(VerificationError, match="wrong base"):
-            sub._materialize(plan, forged, lambda e: np.empty(e.shape, v19.tensors[e.name].dtype),
-                             None, None)
+            sub._materialize(
+                plan, forged, lambda e: np.empty(e.shape, v19.tensors[e.name].dtype), None, None
+            )
         recovered = sub.fetch(20, have=forged)  # falls back to the keyframe path
         assert same(recovered, chain20[19]) and recovered.path[0] == 17
 

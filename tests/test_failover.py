@@ -34,8 +34,9 @@ def _install(w: Watcher, version: int) -> None:
 
 
 @pytest.mark.parametrize("stall", ["nothing arrives", "only LATEST and manifests arrive"])
-def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(moto_endpoint: str,
-                                                                stall: str) -> None:
+def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(
+    moto_endpoint: str, stall: str
+) -> None:
     regions = three_regions(moto_endpoint, "replicate")
     primary, home, other = (regions.store(n) for n in ("use1", "euw1", "apne1"))
     rng = random.Random(5)
@@ -47,9 +48,14 @@ def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(moto_endpoint: st
     switches: list[tuple[str, str | None]] = []
     with Subscriber(home) as sub, Watcher(sub, FAST) as w:
         failover = RegionFailover(
-            regions, "euw1", w, lambda name: Subscriber(regions.store(name)),
-            FailoverConfig(max_lag_versions=1), order=("apne1", "use1"),
-            on_switch=lambda region, why: switches.append((region, why)))
+            regions,
+            "euw1",
+            w,
+            lambda name: Subscriber(regions.store(name)),
+            FailoverConfig(max_lag_versions=1),
+            order=("apne1", "use1"),
+            on_switch=lambda region, why: switches.append((region, why)),
+        )
         try:
             _install(w, 1)
             assert failover.check() is None  # in step with the primary
@@ -62,8 +68,10 @@ def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(moto_endpoint: st
                         if not key.endswith(".bin"):
                             replicator.copy(key)
             reason = failover.check()
-            assert reason == ("region euw1 lags the primary use1 by 2 versions (limit 1): "
-                              "reading from region use1")  # apne1 lags too: passed over
+            assert reason == (
+                "region euw1 lags the primary use1 by 2 versions (limit 1): "
+                "reading from region use1"
+            )  # apne1 lags too: passed over
             assert failover.serving == "use1" and failover.fallback == reason
             _install(w, 3)
             assert same(w._state.installed.tensors, state)  # type: ignore[union-attr]
@@ -86,8 +94,9 @@ def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(moto_endpoint: st
 def test_the_primary_never_lags_and_the_limit_is_validated(moto_endpoint: str) -> None:
     regions = three_regions(moto_endpoint, "copy")
     with Subscriber(regions.store("use1")) as sub:
-        failover = RegionFailover(regions, "use1", Watcher(sub), lambda n: sub,
-                                  FailoverConfig(max_lag_versions=1))
+        failover = RegionFailover(
+            regions, "use1", Watcher(sub), lambda n: sub, FailoverConfig(max_lag_versions=1)
+        )
         Publisher(regions.store("use1"), SMALL).publish(model(1), 5)
         assert failover.check() is None and failover.serving == "use1"
     for bad in (0, True, 1.5):

@@ -21,8 +21,17 @@ def valid() -> dict[str, Any]:
         TensorEntry("w", "BF16", (2, 4), H, "raw", (Segment("p/000000.bin", 0, 16),), H),
         TensorEntry("b", "F32", (2,), H, "raw", (Segment("p/000000.bin", 16, 8),), H),
     )
-    m = Manifest("run-1", 7, 1_700_000_000.5, "full", entries,
-                 (ObjectRef("p/000000.bin", 24),), None, 7, {"step": "70"})
+    m = Manifest(
+        "run-1",
+        7,
+        1_700_000_000.5,
+        "full",
+        entries,
+        (ObjectRef("p/000000.bin", 24),),
+        None,
+        7,
+        {"step": "70"},
+    )
     return m.to_dict()
 
 
@@ -50,6 +59,7 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
             target[int(last)] = value
         else:
             target[last] = value
+
     return mutate
 
 
@@ -64,8 +74,7 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "range past object end": (_set("objects.0.size", 20), "out of range"),
     "key escapes prefix": (_set("objects.0.key", "../../other/v/1/x.bin"), "key"),
     "absolute key": (_set("objects.0.key", "/etc/passwd"), "key"),
-    "segment in unlisted object": (_set("tensors.0.segments.0.key", "p/000009.bin"),
-                                   "not listed"),
+    "segment in unlisted object": (_set("tensors.0.segments.0.key", "p/000009.bin"), "not listed"),
     "missing field": (_set("tensors.0.hash", _DELETE), "hash"),
     "bad hash": (_set("tensors.0.hash", "abc"), "hash"),
     "unknown field": (_set("surprise", 1), "surprise"),
@@ -111,9 +120,11 @@ def test_delta_manifest_lineage_rules() -> None:
     d.update(kind="delta", base_version=6, keyframe_version=5)
     d["tensors"][0].update(encoding="xor-delta", changed=3, stored_hash=H)
     assert parse(d).base_version == 6
-    for field, value, needle in [("base_version", 7, "earlier"),
-                                 ("base_version", None, "base_version"),
-                                 ("keyframe_version", 6.5, "keyframe_version")]:
+    for field, value, needle in [
+        ("base_version", 7, "earlier"),
+        ("base_version", None, "base_version"),
+        ("keyframe_version", 6.5, "keyframe_version"),
+    ]:
         bad = copy.deepcopy(d)
         bad[field] = value
         with pytest.raises(ManifestError, match=needle):

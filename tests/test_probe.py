@@ -33,8 +33,7 @@ def slow_proxy(moto_endpoint: str):
     proxy.close()
 
 
-def test_auto_picks_the_faster_reachable_region(moto_endpoint: str, slow_proxy: SlowProxy
-                                               ) -> None:
+def test_auto_picks_the_faster_reachable_region(moto_endpoint: str, slow_proxy: SlowProxy) -> None:
     near = Region("near", new_bucket_url(moto_endpoint), "us-east-1", moto_endpoint)
     far = Region("far", new_bucket_url(moto_endpoint), "eu-west-1", slow_proxy.endpoint)
     down = Region("down", "s3://gone/run", "ap-south-1", f"http://127.0.0.1:{closed_port()}")

@@ -58,8 +58,10 @@ def test_round_trip_every_dtype(store: ObjectStore) -> None:
 def test_tensor_larger_than_one_object(store: ObjectStore) -> None:
     """object_bytes below a tensor's size makes it span several payload objects."""
     rng = np.random.default_rng(1)
-    tensors = {"big": rng.standard_normal(3000).astype(np.float32),
-               "small": np.arange(10, dtype=np.int64)}
+    tensors = {
+        "big": rng.standard_normal(3000).astype(np.float32),
+        "small": np.arange(10, dtype=np.int64),
+    }
     cfg = PublishConfig(delta="never", object_bytes=1000)
     Publisher(store, cfg).publish(tensors, 5)
     with Subscriber(store, range_bytes=333) as sub:
@@ -70,8 +72,12 @@ def test_tensor_larger_than_one_object(store: ObjectStore) -> None:
 
 def test_multipart_payload_and_parallel_ranges(store: ObjectStore) -> None:
     rng = np.random.default_rng(2)
-    tensors = {f"layer.{i}": rng.integers(0, 2**16, size=3 * MiB // 2, dtype=np.uint16)
-               .view(ml_dtypes.bfloat16) for i in range(8)}  # 24 MiB in 5 MiB parts
+    tensors = {
+        f"layer.{i}": rng.integers(0, 2**16, size=3 * MiB // 2, dtype=np.uint16).view(
+            ml_dtypes.bfloat16
+        )
+        for i in range(8)
+    }  # 24 MiB in 5 MiB parts
     cfg = PublishConfig(delta="never", part_bytes=5 * MiB, object_bytes=16 * MiB)
     Publisher(store, cfg).publish(tensors, 1)
     with Subscriber(store, range_bytes=MiB) as sub:
@@ -140,9 +146,11 @@ def test_empty_state_dict_is_refused(store: ObjectStore) -> None:
 def test_torch_tensors_round_trip(store: ObjectStore) -> None:
     torch = pytest.importorskip("torch")
     g = torch.Generator().manual_seed(0)
-    tensors = {"bf16": torch.randn(16, 8, generator=g).to(torch.bfloat16),
-               "f32_view": torch.randn(8, 8, generator=g).t(),
-               "bool": torch.rand(5, generator=g) > 0.5}
+    tensors = {
+        "bf16": torch.randn(16, 8, generator=g).to(torch.bfloat16),
+        "f32_view": torch.randn(8, 8, generator=g).t(),
+        "bool": torch.rand(5, generator=g) > 0.5,
+    }
     Publisher(store, PublishConfig(delta="never")).publish(tensors, 1)
     with Subscriber(store) as sub:
         got = sub.fetch().to_torch()

@@ -42,12 +42,16 @@ def test_fanout_commits_every_region_from_one_pass(moto_endpoint: str) -> None:
 
 
 def test_a_version_claimed_in_any_region_is_a_conflict_that_writes_nothing(
-        moto_endpoint: str) -> None:
+    moto_endpoint: str,
+) -> None:
     stores = _stores(moto_endpoint)
     Publisher(stores[2], PublishConfig(delta="never")).publish(model(9), 3)  # only in apne1
     pub = Publisher(stores, SMALL)
-    with pytest.raises(VersionConflictError, match=rf"not newer than LATEST \(3\) at "
-                                                   rf"{stores[2].url}"):
+    with pytest.raises(
+        VersionConflictError,
+        match=rf"not newer than LATEST \(3\) at "
+        rf"{stores[2].url}",
+    ):
         pub.publish(model(1), 2)
     stores[2].delete([layout.LATEST_KEY])  # the manifest alone claims the version
     with pytest.raises(VersionConflictError, match=f"version 3 already exists at {stores[2].url}"):
@@ -57,7 +61,8 @@ def test_a_version_claimed_in_any_region_is_a_conflict_that_writes_nothing(
 
 
 def test_losing_the_manifest_race_in_one_region_stops_before_any_latest_moves(
-        moto_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     stores = _stores(moto_endpoint)
     rival = model(7)
     real_put = stores[1].put_bytes
@@ -69,8 +74,11 @@ def test_losing_the_manifest_race_in_one_region_stops_before_any_latest_moves(
         return real_put(key, data, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(stores[1], "put_bytes", raced)
-    with pytest.raises(VersionConflictError, match=rf"committed at {stores[0].url} only, and "
-                                                   "LATEST moved nowhere") as info:
+    with pytest.raises(
+        VersionConflictError,
+        match=rf"committed at {stores[0].url} only, and "
+        "LATEST moved nowhere",
+    ) as info:
         Publisher(stores, SMALL).publish(model(1), 1)
     assert isinstance(info.value.__cause__, PreconditionFailedError)
     assert stores[0].exists(layout.manifest_key(1)) and not stores[0].exists(layout.LATEST_KEY)

@@ -13,4 +13,4 @@ def test_readme_python_blocks_run() -> None:
     assert len(blocks) >= 2
     namespace: dict[str, object] = {}
     for block in blocks:
-        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
+        exec(compile(block, str(README), "exec"), namespace)

@@ -54,8 +54,14 @@ def test_relay_copies_whole_chains_server_side_or_streamed(regions: RegionsConfi
         done = relay.sync_once()
         assert relay.sync_once() == []  # LATEST unchanged: nothing to do
         copied = {(d.region, d.version): d.server_side for d in done}
-        assert copied == {("euw1", 1): True, ("euw1", 2): True, ("euw1", 3): True,
-                          ("apne1", 1): False, ("apne1", 2): False, ("apne1", 3): False}
+        assert copied == {
+            ("euw1", 1): True,
+            ("euw1", 2): True,
+            ("euw1", 3): True,
+            ("apne1", 1): False,
+            ("apne1", 2): False,
+            ("apne1", 3): False,
+        }
         for name in ("euw1", "apne1"):
             replica = regions.store(name)
             for v in states:  # byte for byte the primary's manifest: signatures still verify
@@ -97,20 +103,24 @@ def test_run_loop_follows_the_primary_until_stopped(regions: RegionsConfig) -> N
 
 
 def test_a_replica_holding_another_manifest_is_a_conflict_not_overwritten(
-        regions: RegionsConfig) -> None:
+    regions: RegionsConfig,
+) -> None:
     Publisher(regions.store("use1"), SMALL).publish(model(1), 1)
     squatter = Publisher(regions.store("euw1"), PublishConfig(delta="never"))
     squatter.publish(model(9), 1)
     regions.store("euw1").delete([layout.LATEST_KEY])
-    with Relay.from_regions(regions) as relay, \
-            pytest.raises(VersionConflictError, match="is not the primary's"):
+    with (
+        Relay.from_regions(regions) as relay,
+        pytest.raises(VersionConflictError, match="is not the primary's"),
+    ):
         relay.sync_once()
     with Subscriber(regions.store("euw1")) as sub:
         assert same(sub.fetch(1).tensors, model(9))
 
 
-def test_an_interrupted_pass_is_finished_by_the_next(regions: RegionsConfig,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_interrupted_pass_is_finished_by_the_next(
+    regions: RegionsConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     Publisher(regions.store("use1"), SMALL).publish(model(1), 1)
     with Relay.from_regions(regions) as relay:
         real = Relay._commit_manifest

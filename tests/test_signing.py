@@ -37,10 +37,12 @@ def test_unsigned_forged_and_foreign_versions_are_refused(tmp_path: Path, keys) 
     store = open_store(f"file://{tmp_path}/s")
     Publisher(store, PublishConfig(delta="never")).publish({"w": np.ones(2, np.float32)}, 1)
     Publisher(store, PublishConfig(delta="never"), signer=signer).publish(
-        {"w": np.ones(2, np.float32)}, 2)
+        {"w": np.ones(2, np.float32)}, 2
+    )
     other = Signer(generate_keypair()[0])
     Publisher(store, PublishConfig(delta="never"), signer=other).publish(
-        {"w": np.ones(2, np.float32)}, 3)
+        {"w": np.ones(2, np.float32)}, 3
+    )
     raw = json.loads(store.get_bytes(layout.manifest_key(2)))
     raw["metadata"] = {"step": "999"}  # tamper with a signed manifest
     store.put_bytes(layout.manifest_key(2), json.dumps(raw).encode())
@@ -56,8 +58,21 @@ def test_cli_keygen_sign_and_verify(tmp_path: Path, capsys) -> None:
     assert (tmp_path / "trainer.pem").stat().st_mode & 0o077 == 0
     src = write_file(tmp_path / "m.safetensors", {"w": np.ones(3, np.float32)})
     url = f"file://{tmp_path}/store"
-    assert main(["publish", str(src), "--store", url, "--version", "1",
-                 "--signing-key", str(tmp_path / "trainer.pem")]) == 0
+    assert (
+        main(
+            [
+                "publish",
+                str(src),
+                "--store",
+                url,
+                "--version",
+                "1",
+                "--signing-key",
+                str(tmp_path / "trainer.pem"),
+            ]
+        )
+        == 0
+    )
     assert main(["publish", str(src), "--store", url, "--version", "2"]) == 0
     out = str(tmp_path / "o.safetensors")
     verify = ["--verify-key", str(tmp_path / "trainer.pub.pem")]

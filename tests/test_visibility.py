@@ -88,7 +88,8 @@ def test_missing_names_what_the_plan_from_the_held_version_still_needs(pair) -> 
 
 @pytest.mark.parametrize("seed", [11, 12])
 def test_a_watching_reader_gets_every_version_whole_while_replication_shuffles(
-        pair, seed: int, caplog) -> None:
+    pair, seed: int, caplog
+) -> None:
     primary, replica = pair
     rng = random.Random(seed)
     pub = Publisher(primary, SMALL)
@@ -105,8 +106,15 @@ def test_a_watching_reader_gets_every_version_whole_while_replication_shuffles(
                 if w.wait_ready(0.05) is not None:
                     result = w.install()
                     if result is not None:
-                        installs.append((result, same(w._state.installed.tensors,  # type: ignore[union-attr]
-                                                      states[result.version])))
+                        installs.append(
+                            (
+                                result,
+                                same(
+                                    w._state.installed.tensors,  # type: ignore[union-attr]
+                                    states[result.version],
+                                ),
+                            )
+                        )
 
         t = threading.Thread(target=install_loop)
         t.start()

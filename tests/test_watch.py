@@ -20,8 +20,10 @@ MiB = 2**20
 def model(seed: int, mib: int = 1) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     n = mib * MiB // 2 // 4
-    return {f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
-            for i in range(4)}
+    return {
+        f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
+        for i in range(4)
+    }
 
 
 def wait_for(predicate, timeout_s: float = 30.0) -> None:
@@ -64,20 +66,25 @@ def test_prefetch_in_background_then_install(s3_url: str, moto_endpoint: str) ->
         pub.publish(state, 2)
         assert w.wait_ready(30) == 2
         r2 = w.install(lambda name, arr: installed.__setitem__(name, arr.copy()))
-        assert r2.path == (2,) and r2.downloaded_bytes < 0.05 * sum(a.nbytes for a in state.values())
+        assert r2.path == (2,) and r2.downloaded_bytes < 0.05 * sum(
+            a.nbytes for a in state.values()
+        )
         assert r2.seen_at_s >= r2.published_at_s - 1 and r2.installed_at_s >= r2.ready_at_s
         assert all(installed[k].tobytes() == state[k].tobytes() for k in state)
 
 
-def test_generation_continues_while_a_big_version_downloads(s3_url: str,
-                                                             moto_endpoint: str) -> None:
+def test_generation_continues_while_a_big_version_downloads(
+    s3_url: str, moto_endpoint: str
+) -> None:
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(3, mib=1), 1)
     produced: list[tuple[float, int | None]] = []
     stop = threading.Event()
-    with Subscriber(store, concurrency=2) as sub, \
-            Watcher(sub, WatchConfig(poll_interval_s=0.05)) as w:
+    with (
+        Subscriber(store, concurrency=2) as sub,
+        Watcher(sub, WatchConfig(poll_interval_s=0.05)) as w,
+    ):
         w.wait_ready(30)
         w.install()
 

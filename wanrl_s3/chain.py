@@ -85,8 +85,10 @@ def recipes(steps: list[Manifest], from_have: bool) -> tuple[Recipe, ...]:
         for i in range(len(steps) - 1, -1, -1):
             e = steps[i].by_name.get(entry.name)
             if e is None:
-                raise VerificationError(f"tensor {entry.name!r} is missing from version "
-                                        f"{steps[i].version} but a later delta needs it")
+                raise VerificationError(
+                    f"tensor {entry.name!r} is missing from version "
+                    f"{steps[i].version} but a later delta needs it"
+                )
             if e.encoding == "raw":
                 start_step, start = i, e
                 break
@@ -98,8 +100,9 @@ def recipes(steps: list[Manifest], from_have: bool) -> tuple[Recipe, ...]:
     return tuple(out)
 
 
-def plan_fetch(target: Manifest, lookup: Callable[[int], Manifest],
-               have_version: int | None) -> FetchPlan:
+def plan_fetch(
+    target: Manifest, lookup: Callable[[int], Manifest], have_version: int | None
+) -> FetchPlan:
     """The cheaper of: deltas after ``have_version``, or keyframe plus deltas."""
     chain = lineage(target, lookup)
     keyframe_plan = FetchPlan(tuple(chain), None, recipes(chain, from_have=False))
@@ -108,10 +111,11 @@ def plan_fetch(target: Manifest, lookup: Callable[[int], Manifest],
     versions = [m.version for m in chain]
     if have_version not in versions:
         return keyframe_plan
-    after = chain[versions.index(have_version) + 1:]
+    after = chain[versions.index(have_version) + 1 :]
     if not after:  # already at the target: nothing to download, only a copy to check
-        return FetchPlan((target,), have_version,
-                         tuple(Recipe(t.name, HAVE, None, ()) for t in target.tensors))
+        return FetchPlan(
+            (target,), have_version, tuple(Recipe(t.name, HAVE, None, ()) for t in target.tensors)
+        )
     have_plan = FetchPlan(tuple(after), have_version, recipes(after, from_have=True))
     if have_plan.download_bytes <= keyframe_plan.download_bytes:
         return have_plan
@@ -120,11 +124,14 @@ def plan_fetch(target: Manifest, lookup: Callable[[int], Manifest],
 
 def safe_lookup(lookup: Callable[[int], Manifest]) -> Callable[[int], Manifest]:
     """Turn a missing base into a VerificationError that names the broken chain."""
+
     def wrapped(version: int) -> Manifest:
         try:
             return lookup(version)
         except NotFoundError as exc:
-            raise VerificationError(f"version {version} is needed by a delta chain but its "
-                                    "manifest is gone (retention must keep chains whole)"
-                                    ) from exc
+            raise VerificationError(
+                f"version {version} is needed by a delta chain but its "
+                "manifest is gone (retention must keep chains whole)"
+            ) from exc
+
     return wrapped

@@ -69,8 +69,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # the promise: never a traceback from the CLI
-        print(f"wanrl-s3: internal error: {type(exc).__name__}: {exc} "
-              "(please report this)", file=sys.stderr)
+        print(
+            f"wanrl-s3: internal error: {type(exc).__name__}: {exc} (please report this)",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -23,8 +23,9 @@ def _bits(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(dtypes.of_numpy(arr.dtype).bits)
 
 
-def encode_delta(old: np.ndarray, x: Any, *, level: int, max_bytes: int, update: bool
-                 ) -> tuple[DeltaPayload | None, str]:
+def encode_delta(
+    old: np.ndarray, x: Any, *, level: int, max_bytes: int, update: bool
+) -> tuple[DeltaPayload | None, str]:
     """Encode ``x`` against ``old``; with ``update``, ``old`` then holds ``x``'s bits.
 
     Returns the payload (None when the change is too dense for ``max_bytes``,
@@ -35,8 +36,9 @@ def encode_delta(old: np.ndarray, x: Any, *, level: int, max_bytes: int, update:
     if is_torch(x) and x.device.type != "cpu" and update:
         from .codec.torch_delta import encode_delta_torch
 
-        payload = encode_delta_torch(to_torch(old, str(x.device)), x, level=level,
-                                     max_bytes=max_bytes)
+        payload = encode_delta_torch(
+            to_torch(old, str(x.device)), x, level=level, max_bytes=max_bytes
+        )
         if payload is None:
             return None, ""
         apply_inplace(payload.data, old)

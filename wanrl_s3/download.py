@@ -57,12 +57,14 @@ def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[_Request]:
         if size >= range_bytes:
             flush()
             for lo in range(0, size, range_bytes):
-                piece = ReadJob(job.key, job.offset + lo, job.dest[lo:lo + range_bytes])
+                piece = ReadJob(job.key, job.offset + lo, job.dest[lo : lo + range_bytes])
                 requests.append(_Request(job.key, piece.offset, len(piece.dest), (piece,)))
             continue
-        if pending and (pending[-1].key != job.key
-                        or pending[-1].offset + len(pending[-1].dest) != job.offset
-                        or job.offset + size - pending[0].offset > range_bytes):
+        if pending and (
+            pending[-1].key != job.key
+            or pending[-1].offset + len(pending[-1].dest) != job.offset
+            or job.offset + size - pending[0].offset > range_bytes
+        ):
             flush()
         pending.append(job)
     flush()
@@ -77,14 +79,20 @@ def _run(store: ObjectStore, req: _Request, progress: Progress | None) -> None:
         store.read_into(req.key, req.offset, memoryview(buf))
         for job in req.targets:
             lo = job.offset - req.offset
-            job.dest[:] = buf[lo:lo + len(job.dest)]
+            job.dest[:] = buf[lo : lo + len(job.dest)]
     if progress is not None:
         progress(req.length)
 
 
-def read_all(store: ObjectStore, jobs: Iterable[ReadJob], pool: Executor, *,
-             range_bytes: int, progress: Progress | None = None,
-             cancel: threading.Event | None = None) -> int:
+def read_all(
+    store: ObjectStore,
+    jobs: Iterable[ReadJob],
+    pool: Executor,
+    *,
+    range_bytes: int,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> int:
     """Run every job on ``pool``; return the bytes moved. The first failure is raised.
 
     ``cancel`` lets a caller abandon a download (a newer version appeared):

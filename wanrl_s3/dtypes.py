@@ -28,8 +28,9 @@ class DType:
 
 
 def _dt(name: str, np_type: object, bits: object, torch_name: str) -> DType:
-    return DType(name, np.dtype(np_type).newbyteorder("<"), np.dtype(bits).newbyteorder("<"),
-                 torch_name)
+    return DType(
+        name, np.dtype(np_type).newbyteorder("<"), np.dtype(bits).newbyteorder("<"), torch_name
+    )
 
 
 DTYPES: dict[str, DType] = {
@@ -57,9 +58,7 @@ def by_name(name: str) -> DType:
     try:
         return DTYPES[name]
     except KeyError:
-        raise UsageError(
-            f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}"
-        ) from None
+        raise UsageError(f"unsupported dtype {name!r}; supported: {', '.join(DTYPES)}") from None
 
 
 def of_numpy(dtype: np.dtype) -> DType:

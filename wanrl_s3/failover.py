@@ -35,10 +35,14 @@ class FailoverConfig:
     check_interval_s: float = 10.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_lag_versions, bool) or not isinstance(self.max_lag_versions, int) \
-                or self.max_lag_versions < 1:
-            raise UsageError(f"max_lag_versions must be an integer >= 1, got "
-                             f"{self.max_lag_versions!r}")
+        if (
+            isinstance(self.max_lag_versions, bool)
+            or not isinstance(self.max_lag_versions, int)
+            or self.max_lag_versions < 1
+        ):
+            raise UsageError(
+                f"max_lag_versions must be an integer >= 1, got {self.max_lag_versions!r}"
+            )
         if self.check_interval_s <= 0:
             raise UsageError(f"check_interval_s must be > 0, got {self.check_interval_s}")
 
@@ -50,10 +54,18 @@ class RegionFailover:
     first use and closed by :meth:`close`, after the watcher has stopped.
     """
 
-    def __init__(self, regions: RegionsConfig, home: str, watcher: Watcher,
-                 subscriber_for: Callable[[str], Subscriber], config: FailoverConfig, *,
-                 order: Sequence[str] = (), clock: Clock = SYSTEM_CLOCK,
-                 on_switch: Callable[[str, str | None], None] | None = None) -> None:
+    def __init__(
+        self,
+        regions: RegionsConfig,
+        home: str,
+        watcher: Watcher,
+        subscriber_for: Callable[[str], Subscriber],
+        config: FailoverConfig,
+        *,
+        order: Sequence[str] = (),
+        clock: Clock = SYSTEM_CLOCK,
+        on_switch: Callable[[str, str | None], None] | None = None,
+    ) -> None:
         regions.region(home)
         self.regions, self.home, self.serving = regions, home, home
         self.watcher, self.config, self.clock = watcher, config, clock
@@ -97,19 +109,28 @@ class RegionFailover:
                 continue
             latest = primary if name == self.regions.primary else self._latest(name)
             if latest is not None and primary - latest <= limit:
-                reason = (f"region {self.home} lags the primary {self.regions.primary} by {lag} "
-                          f"versions (limit {limit}): reading from region {name}")
+                reason = (
+                    f"region {self.home} lags the primary {self.regions.primary} by {lag} "
+                    f"versions (limit {limit}): reading from region {name}"
+                )
                 return self._switch(name, reason)
-        log.warning("region %s lags the primary by %d versions, and no region is within %d",
-                    self.home, lag, limit)
+        log.warning(
+            "region %s lags the primary by %d versions, and no region is within %d",
+            self.home,
+            lag,
+            limit,
+        )
         return None
 
     def _maybe_go_home(self, primary: int) -> str | None:
         """Back home once its LATEST is whole there, within the limit and not behind us."""
         home = self._latest(self.home)
         held = self.watcher.held_version
-        if home is None or home < (-1 if held is None else held) \
-                or primary - home > self.config.max_lag_versions:
+        if (
+            home is None
+            or home < (-1 if held is None else held)
+            or primary - home > self.config.max_lag_versions
+        ):
             return None
         try:
             if not self._subscriber(self.home).is_visible(home):  # whole, keyframe and all
@@ -117,8 +138,11 @@ class RegionFailover:
         except WanrlError as exc:
             log.info("region %s: v%d unreadable (%s)", self.home, home, exc)
             return None
-        return self._switch(self.home, f"region {self.home} has caught up (v{home} is whole "
-                                       f"there): reading from it again, not from {self.serving}")
+        return self._switch(
+            self.home,
+            f"region {self.home} has caught up (v{home} is whole "
+            f"there): reading from it again, not from {self.serving}",
+        )
 
     def _switch(self, name: str, sentence: str) -> str:
         log.warning("%s", sentence)

@@ -25,20 +25,28 @@ def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
     f = SafetensorsFile(path)
     raw = f.metadata.get(VERSION_KEY)
     if raw is None or not raw.isdigit():
-        raise UsageError(f"{path} does not record which version it holds (no {VERSION_KEY!r} "
-                         "metadata); use a file written by `wanrl-s3 pull`, or drop --have")
+        raise UsageError(
+            f"{path} does not record which version it holds (no {VERSION_KEY!r} "
+            "metadata); use a file written by `wanrl-s3 pull`, or drop --have"
+        )
     return Snapshot(layout.check_version(int(raw)), dict(f.items()))
 
 
-def pull_to_file(sub: Subscriber, path: str | os.PathLike[str],
-                 version: int | str | None = None, *, have: Snapshot | None = None,
-                 progress: object = None) -> Snapshot:
+def pull_to_file(
+    sub: Subscriber,
+    path: str | os.PathLike[str],
+    version: int | str | None = None,
+    *,
+    have: Snapshot | None = None,
+    progress: object = None,
+) -> Snapshot:
     """Download, verify and write ``version`` as a .safetensors file, atomically."""
     target = sub.manifest(sub.resolve(version))
     specs = [TensorSpec(t.name, t.dtype, t.shape) for t in target.tensors]
     metadata = {VERSION_KEY: str(target.version), RUN_ID_KEY: target.run_id}
     with SafetensorsWriter(Path(path), specs, metadata) as writer:
-        snap = sub.fetch(target.version, have=have, alloc=lambda e: writer.array(e.name),
-                         progress=progress)  # type: ignore[arg-type]
+        snap = sub.fetch(
+            target.version, have=have, alloc=lambda e: writer.array(e.name), progress=progress
+        )  # type: ignore[arg-type]
         writer.commit()
     return snap

@@ -43,11 +43,19 @@ class WorkerStatus:
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
 
     def to_json(self) -> bytes:
-        return json.dumps({"format": STATUS_FORMAT, "worker_id": self.worker_id,
-                           "region": self.region, "installed_version": self.installed_version,
-                           "updated_at_s": self.updated_at_s, "installs": list(self.installs),
-                           "downloaded_bytes_total": self.downloaded_bytes_total,
-                           "last_error": self.last_error, "fallback": self.fallback}).encode()
+        return json.dumps(
+            {
+                "format": STATUS_FORMAT,
+                "worker_id": self.worker_id,
+                "region": self.region,
+                "installed_version": self.installed_version,
+                "updated_at_s": self.updated_at_s,
+                "installs": list(self.installs),
+                "downloaded_bytes_total": self.downloaded_bytes_total,
+                "last_error": self.last_error,
+                "fallback": self.fallback,
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> WorkerStatus:
@@ -55,10 +63,16 @@ class WorkerStatus:
             d = json.loads(data)
             if d.get("format") != STATUS_FORMAT:
                 raise ValueError("not a worker status object")
-            return cls(str(d["worker_id"]), str(d.get("region", "")), d.get("installed_version"),
-                       float(d.get("updated_at_s", 0)), tuple(d.get("installs", ())),
-                       int(d.get("downloaded_bytes_total", 0)), d.get("last_error"),
-                       d.get("fallback"))
+            return cls(
+                str(d["worker_id"]),
+                str(d.get("region", "")),
+                d.get("installed_version"),
+                float(d.get("updated_at_s", 0)),
+                tuple(d.get("installs", ())),
+                int(d.get("downloaded_bytes_total", 0)),
+                d.get("last_error"),
+                d.get("fallback"),
+            )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise ManifestError(f"malformed worker status: {exc}") from exc
 
@@ -78,10 +92,15 @@ class StatusReporter:
 
     def installed(self, result: InstallResult) -> None:
         s = self.status
-        self._write(replace(s, installed_version=result.version,
-                            installs=(*s.installs, result.to_dict())[-HISTORY:],
-                            downloaded_bytes_total=s.downloaded_bytes_total
-                            + result.downloaded_bytes, last_error=None))
+        self._write(
+            replace(
+                s,
+                installed_version=result.version,
+                installs=(*s.installs, result.to_dict())[-HISTORY:],
+                downloaded_bytes_total=s.downloaded_bytes_total + result.downloaded_bytes,
+                last_error=None,
+            )
+        )
 
     def error(self, message: str) -> None:
         self._write(replace(self.status, last_error=message))
@@ -126,38 +145,64 @@ class FleetReport:
     workers: tuple[WorkerStatus, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"fraction": self.fraction, "latest": self.latest,
-                "versions": [v.__dict__ for v in self.versions],
-                "lagging": list(self.lagging),
-                "workers": [{"worker_id": w.worker_id, "region": w.region,
-                             "installed_version": w.installed_version,
-                             "updated_at_s": w.updated_at_s, "last_error": w.last_error,
-                             "fallback": w.fallback}
-                            for w in self.workers]}
+        return {
+            "fraction": self.fraction,
+            "latest": self.latest,
+            "versions": [v.__dict__ for v in self.versions],
+            "lagging": list(self.lagging),
+            "workers": [
+                {
+                    "worker_id": w.worker_id,
+                    "region": w.region,
+                    "installed_version": w.installed_version,
+                    "updated_at_s": w.updated_at_s,
+                    "last_error": w.last_error,
+                    "fallback": w.fallback,
+                }
+                for w in self.workers
+            ],
+        }
 
 
-def spread(version: int, published_at_s: float, statuses: Iterable[WorkerStatus],
-           fraction: float) -> VersionSpread:
+def spread(
+    version: int, published_at_s: float, statuses: Iterable[WorkerStatus], fraction: float
+) -> VersionSpread:
     """T_bcast of one version at ``fraction`` of the workers, and its tail."""
     statuses = list(statuses)
     n = len(statuses)
     times = sorted(t for t in (s.installed_at(version) for s in statuses) if t is not None)
     need = max(1, math.ceil(fraction * n)) if n else 0
     t_bcast = times[need - 1] - published_at_s if n and len(times) >= need else None
-    tail = times[-1] - published_at_s - t_bcast if t_bcast is not None and len(times) == n \
-        else None
-    seen = sorted(i["seen_at_s"] - published_at_s for s in statuses for i in s.installs
-                  if i["version"] == version)
-    return VersionSpread(version, published_at_s, len(times), n, t_bcast, tail,
-                         seen[len(seen) // 2] if seen else None)
+    tail = times[-1] - published_at_s - t_bcast if t_bcast is not None and len(times) == n else None
+    seen = sorted(
+        i["seen_at_s"] - published_at_s
+        for s in statuses
+        for i in s.installs
+        if i["version"] == version
+    )
+    return VersionSpread(
+        version,
+        published_at_s,
+        len(times),
+        n,
+        t_bcast,
+        tail,
+        seen[len(seen) // 2] if seen else None,
+    )
 
 
-def fleet_report(statuses: list[WorkerStatus], published_at_s: Mapping[int, float],
-                 latest: int | None, fraction: float = 0.9) -> FleetReport:
+def fleet_report(
+    statuses: list[WorkerStatus],
+    published_at_s: Mapping[int, float],
+    latest: int | None,
+    fraction: float = 0.9,
+) -> FleetReport:
     if not 0 < fraction <= 1:
         raise UsageError(f"fraction must be in (0, 1], got {fraction}")
-    versions = tuple(spread(v, published_at_s[v], statuses, fraction)
-                     for v in sorted(published_at_s))
-    lagging = tuple(s.worker_id for s in statuses
-                    if latest is not None and (s.installed_version or -1) < latest)
+    versions = tuple(
+        spread(v, published_at_s[v], statuses, fraction) for v in sorted(published_at_s)
+    )
+    lagging = tuple(
+        s.worker_id for s in statuses if latest is not None and (s.installed_version or -1) < latest
+    )
     return FleetReport(fraction, latest, versions, lagging, tuple(statuses))

@@ -21,8 +21,9 @@ def digest(data: bytes | bytearray | memoryview) -> str:
     """Hex BLAKE3 digest of ``data`` (256 bits)."""
     view = memoryview(data)
     threads = blake3.blake3.AUTO if view.nbytes >= _THREADED_FROM_BYTES else 1
-    return blake3.blake3(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
-                         max_threads=threads).hexdigest()
+    return blake3.blake3(
+        view.cast("B") if view.ndim != 1 or view.format != "B" else view, max_threads=threads
+    ).hexdigest()
 
 
 class Hasher:

@@ -167,8 +167,9 @@ class Manifest:
         """Parse and validate; every problem is a ManifestError naming the field."""
         where = "manifest" if expect_version is None else f"manifest of version {expect_version}"
         if len(data) > MAX_MANIFEST_BYTES:
-            raise ManifestError(f"{where} is {len(data)} bytes, over the "
-                                f"{MAX_MANIFEST_BYTES}-byte limit")
+            raise ManifestError(
+                f"{where} is {len(data)} bytes, over the {MAX_MANIFEST_BYTES}-byte limit"
+            )
         try:
             raw = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -177,8 +178,10 @@ class Manifest:
         unsigned = {k: v for k, v in raw.items() if k != "signature"}
         manifest = replace(manifest, read_bytes=_canonical(unsigned))
         if expect_version is not None and manifest.version != expect_version:
-            raise ManifestError(f"{where}: field 'version' is {manifest.version}, but the "
-                                f"manifest is stored under version {expect_version}")
+            raise ManifestError(
+                f"{where}: field 'version' is {manifest.version}, but the "
+                f"manifest is stored under version {expect_version}"
+            )
         return manifest
 
     def validate(self) -> Manifest:
@@ -198,8 +201,7 @@ def _tensor_dict(t: TensorEntry) -> dict[str, Any]:
         "hash": t.hash,
         "encoding": t.encoding,
         "stored_hash": t.stored_hash or t.hash,
-        "segments": [{"key": s.key, "offset": s.offset, "length": s.length}
-                     for s in t.segments],
+        "segments": [{"key": s.key, "offset": s.offset, "length": s.length} for s in t.segments],
     }
     if t.changed is not None:
         d["changed"] = t.changed
@@ -207,12 +209,15 @@ def _tensor_dict(t: TensorEntry) -> dict[str, Any]:
 
 
 def _iso(ts_s: float) -> str:
-    return dt.datetime.fromtimestamp(ts_s, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.datetime.fromtimestamp(ts_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_iso(text: str) -> float:
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
-        tzinfo=dt.timezone.utc).timestamp()
+    return (
+        dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
+        .replace(tzinfo=dt.UTC)
+        .timestamp()
+    )
 
 
 # -- the strict reader ----------------------------------------------------------
@@ -249,8 +254,13 @@ class _Fields:
             raise self.fail(name, f"must be between {lo} and {hi}, got {v}")
         return v
 
-    def str(self, name: str, pattern: re.Pattern[str] | None = None,
-            choices: Iterable[str] | None = None, max_len: int = 4096) -> str:
+    def str(
+        self,
+        name: str,
+        pattern: re.Pattern[str] | None = None,
+        choices: Iterable[str] | None = None,
+        max_len: int = 4096,
+    ) -> str:
         v = self.get(name)
         if not isinstance(v, str) or not v or len(v) > max_len:
             raise self.fail(name, f"must be a non-empty string of at most {max_len} characters")
@@ -269,11 +279,31 @@ class _Fields:
         return v
 
 
-_TOP_FIELDS = ("format", "schema_version", "run_id", "version", "created_at", "kind",
-               "base_version", "keyframe_version", "hash_algorithm", "metadata", "objects",
-               "tensors", "signature")
-_TENSOR_FIELDS = ("name", "dtype", "shape", "hash", "encoding", "stored_hash", "segments",
-                  "changed")
+_TOP_FIELDS = (
+    "format",
+    "schema_version",
+    "run_id",
+    "version",
+    "created_at",
+    "kind",
+    "base_version",
+    "keyframe_version",
+    "hash_algorithm",
+    "metadata",
+    "objects",
+    "tensors",
+    "signature",
+)
+_TENSOR_FIELDS = (
+    "name",
+    "dtype",
+    "shape",
+    "hash",
+    "encoding",
+    "stored_hash",
+    "segments",
+    "changed",
+)
 
 
 def _parse_manifest(f: _Fields) -> Manifest:
@@ -282,8 +312,11 @@ def _parse_manifest(f: _Fields) -> Manifest:
         raise f.fail("format", f"must be {FORMAT!r}, got {fmt!r}")
     schema = f.int("schema_version", 1, 10**6)
     if schema != SCHEMA_VERSION:
-        raise f.fail("schema_version", f"is {schema}; this reader supports {SCHEMA_VERSION} "
-                     "(upgrade wanrl-s3 to read newer manifests)")
+        raise f.fail(
+            "schema_version",
+            f"is {schema}; this reader supports {SCHEMA_VERSION} "
+            "(upgrade wanrl-s3 to read newer manifests)",
+        )
     f = _Fields(f.raw, f.path, _TOP_FIELDS)
     if f.get("hash_algorithm") != hashing.ALGORITHM:
         raise f.fail("hash_algorithm", f"must be {hashing.ALGORITHM!r}")
@@ -293,19 +326,28 @@ def _parse_manifest(f: _Fields) -> Manifest:
     try:
         created = parse_iso(f.str("created_at", max_len=40))
     except ValueError:
-        raise f.fail("created_at", "must be an ISO-8601 UTC time like "
-                     "2026-01-31T12:00:00.000000Z") from None
+        raise f.fail(
+            "created_at", "must be an ISO-8601 UTC time like 2026-01-31T12:00:00.000000Z"
+        ) from None
     objects = _parse_objects(f)
-    tensors = tuple(_parse_tensor(_Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
-                    for i, t in enumerate(f.list("tensors", MAX_TENSORS)))
+    tensors = tuple(
+        _parse_tensor(_Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
+        for i, t in enumerate(f.list("tensors", MAX_TENSORS))
+    )
     if not tensors:
         raise f.fail("tensors", "must not be empty")
     _check_names_unique(f, tensors)
     _check_ranges(f, objects, tensors)
     return Manifest(
-        run_id=f.str("run_id", _RUN_ID_RE), version=version, created_at_s=created, kind=kind,
-        tensors=tensors, objects=tuple(objects.values()), base_version=base,
-        keyframe_version=keyframe, metadata=_parse_str_map(f, "metadata"),
+        run_id=f.str("run_id", _RUN_ID_RE),
+        version=version,
+        created_at_s=created,
+        kind=kind,
+        tensors=tensors,
+        objects=tuple(objects.values()),
+        base_version=base,
+        keyframe_version=keyframe,
+        metadata=_parse_str_map(f, "metadata"),
         signature=_parse_str_map(f, "signature", optional=True),
     )
 
@@ -320,8 +362,9 @@ def _parse_lineage(f: _Fields, version: int, kind: str) -> tuple[int | None, int
             raise f.fail("keyframe_version", "must equal 'version' for a full version")
     else:
         if base is None or base >= version:
-            raise f.fail("base_version", f"must be an earlier version than {version} "
-                         "for a delta version")
+            raise f.fail(
+                "base_version", f"must be an earlier version than {version} for a delta version"
+            )
         if keyframe > base:
             raise f.fail("keyframe_version", f"must not be after base_version {base}")
     return base, keyframe
@@ -331,9 +374,14 @@ def _parse_str_map(f: _Fields, name: str, optional: bool = False) -> dict[str, s
     v = f.get(name, optional=True)
     if v is None:
         return None if optional else {}
-    if not isinstance(v, dict) or len(v) > 256 or not all(
+    if (
+        not isinstance(v, dict)
+        or len(v) > 256
+        or not all(
             isinstance(k, str) and isinstance(x, str) and len(k) <= 256 and len(x) <= 65536
-            for k, x in v.items()):
+            for k, x in v.items()
+        )
+    ):
         raise f.fail(name, "must be an object of at most 256 short string values")
     return dict(v)
 
@@ -361,27 +409,32 @@ def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
     except UsageError as exc:
         raise t.fail("dtype", str(exc)) from None
     shape_raw = t.list("shape", MAX_NDIM)
-    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**48
-               for d in shape_raw):
+    if not all(
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**48 for d in shape_raw
+    ):
         raise t.fail("shape", f"must be a list of non-negative integers, got {shape_raw!r}")
     shape = tuple(shape_raw)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes > MAX_TENSOR_BYTES:
-        raise t.fail("shape", f"{shape} makes {nbytes} bytes, over the "
-                     f"{MAX_TENSOR_BYTES}-byte limit")
+        raise t.fail(
+            "shape", f"{shape} makes {nbytes} bytes, over the {MAX_TENSOR_BYTES}-byte limit"
+        )
     encoding = t.str("encoding", choices=ENCODINGS)
     if encoding == "xor-delta" and kind != "delta":
         raise t.fail("encoding", "xor-delta is only allowed in delta versions")
     digest = t.str("hash", hashing.HEX_RE)
     stored_hash = t.str("stored_hash", hashing.HEX_RE)
-    segments = tuple(_parse_segment(_Fields(s, f"{t.path}.segments[{j}]",
-                                            ("key", "offset", "length")))
-                     for j, s in enumerate(t.list("segments", 1_000_000)))
+    segments = tuple(
+        _parse_segment(_Fields(s, f"{t.path}.segments[{j}]", ("key", "offset", "length")))
+        for j, s in enumerate(t.list("segments", 1_000_000))
+    )
     stored = sum(s.length for s in segments)
     if encoding == "raw":
         if stored != nbytes:
-            raise t.fail("segments", f"hold {stored} bytes, but shape {list(shape)} of "
-                         f"{dtype.name} needs {nbytes}")
+            raise t.fail(
+                "segments",
+                f"hold {stored} bytes, but shape {list(shape)} of {dtype.name} needs {nbytes}",
+            )
         if stored_hash != digest:
             raise t.fail("stored_hash", "must equal 'hash' for raw encoding")
     changed = t.opt_int("changed", 0, math.prod(shape))
@@ -401,32 +454,35 @@ def _check_names_unique(f: _Fields, tensors: tuple[TensorEntry, ...]) -> None:
     seen: set[str] = set()
     for i, t in enumerate(tensors):
         if t.name in seen:
-            raise ManifestError(f"{f.path}: tensors[{i}]: field 'name' {t.name!r} "
-                                "appears twice")
+            raise ManifestError(f"{f.path}: tensors[{i}]: field 'name' {t.name!r} appears twice")
         seen.add(t.name)
 
 
-def _check_ranges(f: _Fields, objects: dict[str, ObjectRef],
-                  tensors: tuple[TensorEntry, ...]) -> None:
+def _check_ranges(
+    f: _Fields, objects: dict[str, ObjectRef], tensors: tuple[TensorEntry, ...]
+) -> None:
     """Every segment inside a listed object, and no two segments overlapping."""
     spans: dict[str, list[tuple[int, int, str]]] = {}
     for t in tensors:
         for s in t.segments:
             obj = objects.get(s.key)
             if obj is None:
-                raise ManifestError(f"{f.path}: tensor {t.name!r}: segment key {s.key!r} "
-                                    "is not listed in 'objects'")
+                raise ManifestError(
+                    f"{f.path}: tensor {t.name!r}: segment key {s.key!r} is not listed in 'objects'"
+                )
             if s.offset + s.length > obj.size:
                 raise ManifestError(
                     f"{f.path}: tensor {t.name!r}: segment {s.offset}+{s.length} is out of "
-                    f"range of object {s.key!r} ({obj.size} bytes)")
+                    f"range of object {s.key!r} ({obj.size} bytes)"
+                )
             spans.setdefault(s.key, []).append((s.offset, s.offset + s.length, t.name))
     for key, items in spans.items():
         items.sort()
         for (_, end, name), (start, _, other) in itertools.pairwise(items):
             if start < end:
-                raise ManifestError(f"{f.path}: tensors {name!r} and {other!r} overlap "
-                                    f"in object {key!r}")
+                raise ManifestError(
+                    f"{f.path}: tensors {name!r} and {other!r} overlap in object {key!r}"
+                )
 
 
 # -- LATEST -------------------------------------------------------------------------
@@ -441,13 +497,18 @@ class Latest:
     published_at_s: float
 
     def to_json(self) -> bytes:
-        return json.dumps({
-            "format": LATEST_FORMAT, "schema_version": SCHEMA_VERSION,
-            "version": self.version, "run_id": self.run_id, "kind": self.kind,
-            "keyframe_version": self.keyframe_version,
-            "manifest": layout.manifest_key(self.version),
-            "published_at": _iso(self.published_at_s),
-        }).encode()
+        return json.dumps(
+            {
+                "format": LATEST_FORMAT,
+                "schema_version": SCHEMA_VERSION,
+                "version": self.version,
+                "run_id": self.run_id,
+                "kind": self.kind,
+                "keyframe_version": self.keyframe_version,
+                "manifest": layout.manifest_key(self.version),
+                "published_at": _iso(self.published_at_s),
+            }
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Latest:
@@ -455,8 +516,20 @@ class Latest:
             raw = json.loads(data[:65536])
         except (ValueError, UnicodeDecodeError) as exc:
             raise ManifestError(f"LATEST is not valid JSON: {exc}") from exc
-        f = _Fields(raw, "LATEST", ("format", "schema_version", "version", "run_id", "kind",
-                                    "keyframe_version", "manifest", "published_at"))
+        f = _Fields(
+            raw,
+            "LATEST",
+            (
+                "format",
+                "schema_version",
+                "version",
+                "run_id",
+                "kind",
+                "keyframe_version",
+                "manifest",
+                "published_at",
+            ),
+        )
         if f.get("format") != LATEST_FORMAT:
             raise f.fail("format", f"must be {LATEST_FORMAT!r}")
         version = f.int("version", 0, layout.MAX_VERSION)
@@ -467,5 +540,6 @@ class Latest:
             published = parse_iso(f.str("published_at", max_len=40))
         except ValueError:
             raise f.fail("published_at", "must be an ISO-8601 UTC time") from None
-        return cls(version, f.str("run_id", _RUN_ID_RE), f.str("kind", choices=KINDS),
-                   keyframe, published)
+        return cls(
+            version, f.str("run_id", _RUN_ID_RE), f.str("kind", choices=KINDS), keyframe, published
+        )

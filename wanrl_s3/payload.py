@@ -26,15 +26,21 @@ from .store import ObjectStore, ObjectWriter
 
 
 class PayloadWriter:
-    def __init__(self, stores: ObjectStore | Sequence[ObjectStore], version: int,
-                 publish_id: str, *, object_bytes: int, part_bytes: int,
-                 concurrency: int) -> None:
+    def __init__(
+        self,
+        stores: ObjectStore | Sequence[ObjectStore],
+        version: int,
+        publish_id: str,
+        *,
+        object_bytes: int,
+        part_bytes: int,
+        concurrency: int,
+    ) -> None:
         self.stores = (stores,) if isinstance(stores, ObjectStore) else tuple(stores)
         self.version, self.publish_id = version, publish_id
         self.object_bytes, self.part_bytes = object_bytes, part_bytes
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
-        self._closer = ThreadPoolExecutor(2 * len(self.stores),
-                                          thread_name_prefix="wanrl-complete")
+        self._closer = ThreadPoolExecutor(2 * len(self.stores), thread_name_prefix="wanrl-complete")
         self._slots = threading.Semaphore(concurrency + 2)
         # The object being filled, and every object so far: one writer per store each.
         self._writer: tuple[ObjectWriter, ...] | None = None
@@ -49,8 +55,10 @@ class PayloadWriter:
     def _current(self) -> tuple[ObjectWriter, ...]:
         if self._writer is None:
             key = payload_key(self.version, self._relative(len(self._writers)))
-            self._writer = tuple(store.open_writer(key, self._pool, part_bytes=self.part_bytes,
-                                                   slots=self._slots) for store in self.stores)
+            self._writer = tuple(
+                store.open_writer(key, self._pool, part_bytes=self.part_bytes, slots=self._slots)
+                for store in self.stores
+            )
             self._writers.append(self._writer)
         return self._writer
 
@@ -59,8 +67,9 @@ class PayloadWriter:
         writers, self._writer = self._writer, None
         if writers is None:
             return
-        self._objects.append(ObjectRef(self._relative(len(self._writers) - 1),
-                                       writers[0].bytes_written))
+        self._objects.append(
+            ObjectRef(self._relative(len(self._writers) - 1), writers[0].bytes_written)
+        )
         for writer in writers:
             self._close_later(writer)
 

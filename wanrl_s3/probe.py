@@ -60,8 +60,10 @@ class RegionProbe:
         if not self.reachable:
             return f"{self.region}: unreachable ({self.error})"
         rate = "-" if self.throughput_mbps is None else f"{self.throughput_mbps:,.0f} Mbit/s"
-        return (f"{self.region}: {1000 * (self.latency_s or 0):.0f} ms, {rate}, "
-                f"LATEST v{self.latest_version}")
+        return (
+            f"{self.region}: {1000 * (self.latency_s or 0):.0f} ms, {rate}, "
+            f"LATEST v{self.latest_version}"
+        )
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,9 @@ class RegionChoice:
     probes: tuple[RegionProbe, ...] = ()
 
 
-def probe_region(name: str, store: ObjectStore, *, probe_bytes: int = 4 * MiB,
-                 samples: int = 3) -> RegionProbe:
+def probe_region(
+    name: str, store: ObjectStore, *, probe_bytes: int = 4 * MiB, samples: int = 3
+) -> RegionProbe:
     """Measure one region's store (see the module docstring); never raises a WanrlError."""
     try:
         times_s, blob = [], None
@@ -89,8 +92,7 @@ def probe_region(name: str, store: ObjectStore, *, probe_bytes: int = 4 * MiB,
     except WanrlError as exc:
         return RegionProbe(name, error=str(exc))
     try:
-        m = Manifest.from_json(store.get_bytes(layout.manifest_key(latest)),
-                               expect_version=latest)
+        m = Manifest.from_json(store.get_bytes(layout.manifest_key(latest)), expect_version=latest)
         biggest = max(m.objects, key=lambda o: o.size, default=None)
         if biggest is None or biggest.size == 0:
             return RegionProbe(name, latency_s, None, latest, m.stored_bytes)
@@ -105,8 +107,13 @@ def probe_region(name: str, store: ObjectStore, *, probe_bytes: int = 4 * MiB,
         return RegionProbe(name, error=str(exc))
 
 
-def probe_regions(regions: RegionsConfig, *, timeout_s: float = 30.0,
-                  probe_bytes: int = 4 * MiB, **store_options: Any) -> list[RegionProbe]:
+def probe_regions(
+    regions: RegionsConfig,
+    *,
+    timeout_s: float = 30.0,
+    probe_bytes: int = 4 * MiB,
+    **store_options: Any,
+) -> list[RegionProbe]:
     """Probe every region at once; one that has not answered within ``timeout_s`` is out."""
     if timeout_s <= 0:
         raise UsageError(f"timeout_s must be > 0, got {timeout_s}")
@@ -123,12 +130,15 @@ def probe_regions(regions: RegionsConfig, *, timeout_s: float = 30.0,
     futures = {name: pool.submit(one, name) for name in regions.names}
     wait(futures.values(), timeout=timeout_s)
     pool.shutdown(wait=False, cancel_futures=True)
-    return [f.result() if f.done() else RegionProbe(name, error=f"no answer in {timeout_s:g} s")
-            for name, f in futures.items()]
+    return [
+        f.result() if f.done() else RegionProbe(name, error=f"no answer in {timeout_s:g} s")
+        for name, f in futures.items()
+    ]
 
 
-def rank_regions(probes: Sequence[RegionProbe], *, max_lag_versions: int | None = None
-                 ) -> list[RegionProbe]:
+def rank_regions(
+    probes: Sequence[RegionProbe], *, max_lag_versions: int | None = None
+) -> list[RegionProbe]:
     """The reachable regions, best first (a pure function of the measurements)."""
     up = [p for p in probes if p.reachable]
     newest = max((p.latest_version for p in up if p.latest_version is not None), default=None)
@@ -142,9 +152,14 @@ def rank_regions(probes: Sequence[RegionProbe], *, max_lag_versions: int | None 
     return sorted(up, key=lambda p: (lagging(p), p.estimate_s(nbytes), p.region))
 
 
-def choose_region(regions: RegionsConfig, wanted: str = AUTO, *,
-                  max_lag_versions: int | None = None, timeout_s: float = 30.0,
-                  **store_options: Any) -> RegionChoice:
+def choose_region(
+    regions: RegionsConfig,
+    wanted: str = AUTO,
+    *,
+    max_lag_versions: int | None = None,
+    timeout_s: float = 30.0,
+    **store_options: Any,
+) -> RegionChoice:
     """``wanted`` itself, or with ``"auto"`` the best measured region.
 
     The order for fallbacks is the measured ranking (unreachable regions last),
@@ -164,5 +179,12 @@ def choose_region(regions: RegionsConfig, wanted: str = AUTO, *,
     return RegionChoice(ranked[0].region, tuple(order), tuple(probes))
 
 
-__all__ = ["AUTO", "RegionChoice", "RegionProbe", "choose_region", "probe_region",
-           "probe_regions", "rank_regions"]
+__all__ = [
+    "AUTO",
+    "RegionChoice",
+    "RegionProbe",
+    "choose_region",
+    "probe_region",
+    "probe_regions",
+    "rank_regions",
+]

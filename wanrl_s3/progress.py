@@ -11,8 +11,13 @@ from typing import TextIO
 class ProgressBar:
     """Thread-safe byte counter that redraws one line at most ten times a second."""
 
-    def __init__(self, total_bytes: int, label: str, stream: TextIO | None = None,
-                 enabled: bool | None = None) -> None:
+    def __init__(
+        self,
+        total_bytes: int,
+        label: str,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+    ) -> None:
         self.total_bytes = max(1, total_bytes)
         self.label = label
         self.stream = stream or sys.stderr
@@ -34,9 +39,11 @@ class ProgressBar:
         frac = min(1.0, self.done_bytes / self.total_bytes)
         rate = self.done_bytes / max(now - self._start, 1e-9) / 1e6
         bar = "#" * int(frac * 30)
-        self.stream.write(f"\r{self.label} [{bar:<30}] {frac:6.1%} "
-                          f"{self.done_bytes / 1e6:,.0f}/{self.total_bytes / 1e6:,.0f} MB "
-                          f"{rate:,.0f} MB/s")
+        self.stream.write(
+            f"\r{self.label} [{bar:<30}] {frac:6.1%} "
+            f"{self.done_bytes / 1e6:,.0f}/{self.total_bytes / 1e6:,.0f} MB "
+            f"{rate:,.0f} MB/s"
+        )
         self.stream.flush()
 
     def close(self) -> None:

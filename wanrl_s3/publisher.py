@@ -71,8 +71,7 @@ class PublishConfig:
         if self.keyframe_every < 1:
             raise UsageError(f"keyframe_every must be >= 1, got {self.keyframe_every}")
         if not 0 < self.max_delta_fraction <= 1:
-            raise UsageError("max_delta_fraction must be in (0, 1], "
-                             f"got {self.max_delta_fraction}")
+            raise UsageError(f"max_delta_fraction must be in (0, 1], got {self.max_delta_fraction}")
         if self.object_bytes < 1:
             raise UsageError(f"object_bytes must be >= 1, got {self.object_bytes}")
         if self.concurrency < 1:
@@ -118,10 +117,17 @@ class _Draft:
 
     def manifest(self, run_id: str, version: int, metadata: Mapping[str, str]) -> Manifest:
         base = self.base
-        return Manifest(run_id, version, time.time(), "full" if base is None else "delta",
-                        tuple(self.entries), self.objects,
-                        None if base is None else base.version,
-                        version if base is None else base.keyframe_version, dict(metadata))
+        return Manifest(
+            run_id,
+            version,
+            time.time(),
+            "full" if base is None else "delta",
+            tuple(self.entries),
+            self.objects,
+            None if base is None else base.version,
+            version if base is None else base.keyframe_version,
+            dict(metadata),
+        )
 
 
 class Publisher:
@@ -130,9 +136,15 @@ class Publisher:
     Not thread-safe: one publish at a time.
     """
 
-    def __init__(self, store: ObjectStore | Sequence[ObjectStore],
-                 config: PublishConfig | None = None, *, run_id: str | None = None,
-                 signer: Any = None, keep_base: bool = True) -> None:
+    def __init__(
+        self,
+        store: ObjectStore | Sequence[ObjectStore],
+        config: PublishConfig | None = None,
+        *,
+        run_id: str | None = None,
+        signer: Any = None,
+        keep_base: bool = True,
+    ) -> None:
         """``store``: one store, or several that each get every version (the first is the
         primary). ``keep_base=False`` holds no copy of the published bits (a one-shot publish).
         """
@@ -146,8 +158,15 @@ class Publisher:
         self.signer = signer
         self._base: _Base | None = None
 
-    def adopt_base(self, version: int, tensors: Mapping[str, np.ndarray], *,
-                   keyframe_version: int, since_keyframe: int, borrow: bool = False) -> None:
+    def adopt_base(
+        self,
+        version: int,
+        tensors: Mapping[str, np.ndarray],
+        *,
+        keyframe_version: int,
+        since_keyframe: int,
+        borrow: bool = False,
+    ) -> None:
         """Start from an already published version (the caller has verified ``tensors``).
 
         A restarted trainer, or a one-shot CLI publish, uses this to send a delta
@@ -156,11 +175,13 @@ class Publisher:
         one publish.
         """
         bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
-        self._base = _Base(layout.check_version(version), keyframe_version, since_keyframe,
-                           bits, borrowed=borrow)
+        self._base = _Base(
+            layout.check_version(version), keyframe_version, since_keyframe, bits, borrowed=borrow
+        )
 
-    def publish(self, tensors: StateDict, version: int, *,
-                metadata: Mapping[str, str] | None = None) -> PublishResult:
+    def publish(
+        self, tensors: StateDict, version: int, *, metadata: Mapping[str, str] | None = None
+    ) -> PublishResult:
         """Publish ``tensors`` (a mapping, or (name, tensor) pairs) as ``version``.
 
         Raises VersionConflictError, changing nothing, if the version exists or
@@ -171,8 +192,11 @@ class Publisher:
         self._check_claimable(version)
         base = self._delta_base(version)
         prior, self._base = self._base, None  # held bits change in place: invalid until commit
-        held = None if not self._keeps_base else (
-            prior.bits if prior is not None and not prior.borrowed else {})
+        held = (
+            None
+            if not self._keeps_base
+            else (prior.bits if prior is not None and not prior.borrowed else {})
+        )
         draft = self._write(iter_items(tensors), version, base, held)
         manifest = draft.manifest(self.run_id, version, metadata or {})
         if base is not None and self._delta_too_big(manifest):
@@ -185,12 +209,23 @@ class Publisher:
         self._commit_manifest(manifest, draft.writer)
         moved = all([advance_latest(store, manifest) for store in self.stores])
         if held is not None:
-            self._base = _Base(version, manifest.keyframe_version or version,
-                               0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
-                               held)
-        return PublishResult(manifest.version, manifest.kind, manifest.base_version,
-                             manifest.raw_bytes, manifest.stored_bytes, len(manifest.tensors),
-                             time.monotonic() - start, moved, manifest.density)
+            self._base = _Base(
+                version,
+                manifest.keyframe_version or version,
+                0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
+                held,
+            )
+        return PublishResult(
+            manifest.version,
+            manifest.kind,
+            manifest.base_version,
+            manifest.raw_bytes,
+            manifest.stored_bytes,
+            len(manifest.tensors),
+            time.monotonic() - start,
+            moved,
+            manifest.density,
+        )
 
     @property
     def _keeps_base(self) -> bool:
@@ -205,7 +240,8 @@ class Publisher:
                 if latest >= version:
                     raise VersionConflictError(
                         f"version {version} is not newer than LATEST ({latest}) at "
-                        f"{store.url}; publish {latest + 1} or later")
+                        f"{store.url}; publish {latest + 1} or later"
+                    )
             if store.exists(layout.manifest_key(version)):
                 raise VersionConflictError(f"version {version} already exists at {store.url}")
 
@@ -217,12 +253,22 @@ class Publisher:
             return None
         return base
 
-    def _write(self, items: Iterator[tuple[str, Any]], version: int, base: _Base | None,
-               held: dict[str, np.ndarray] | None) -> _Draft:
+    def _write(
+        self,
+        items: Iterator[tuple[str, Any]],
+        version: int,
+        base: _Base | None,
+        held: dict[str, np.ndarray] | None,
+    ) -> _Draft:
         cfg = self.config
-        writer = PayloadWriter(self.stores, version, secrets.token_hex(6),
-                               object_bytes=cfg.object_bytes, part_bytes=cfg.part_bytes,
-                               concurrency=cfg.concurrency)
+        writer = PayloadWriter(
+            self.stores,
+            version,
+            secrets.token_hex(6),
+            object_bytes=cfg.object_bytes,
+            part_bytes=cfg.part_bytes,
+            concurrency=cfg.concurrency,
+        )
         entries: list[TensorEntry] = []
         try:
             for name, x in items:
@@ -238,8 +284,14 @@ class Publisher:
                 del held[gone]
         return _Draft(entries, objects, writer, base)
 
-    def _encode(self, name: str, x: Any, writer: PayloadWriter,
-                held: dict[str, np.ndarray] | None, base: _Base | None) -> TensorEntry:
+    def _encode(
+        self,
+        name: str,
+        x: Any,
+        writer: PayloadWriter,
+        held: dict[str, np.ndarray] | None,
+        base: _Base | None,
+    ) -> TensorEntry:
         """One tensor: an XOR delta against the base bits when that pays, else raw bytes.
 
         ``held`` (when the publisher keeps a base) ends up with the new bits.
@@ -257,27 +309,46 @@ class Publisher:
             held[name] = _hold(arr, held.get(name))
         view = byte_view(arr)
         digest = hashing.digest(view)
-        return TensorEntry(name, dtypes.of_numpy(arr.dtype).name, tuple(arr.shape), digest,
-                           "raw", writer.write(view), digest)
+        return TensorEntry(
+            name,
+            dtypes.of_numpy(arr.dtype).name,
+            tuple(arr.shape),
+            digest,
+            "raw",
+            writer.write(view),
+            digest,
+        )
 
-    def _encode_delta(self, name: str, x: Any, old: np.ndarray, writer: PayloadWriter, *,
-                      update: bool) -> TensorEntry | None:
-        """The delta of ``x`` against ``old`` (then held in ``old`` if ``update``); None if dense."""
+    def _encode_delta(
+        self, name: str, x: Any, old: np.ndarray, writer: PayloadWriter, *, update: bool
+    ) -> TensorEntry | None:
+        """``x`` as a delta against ``old`` (``old`` then holds ``x`` if ``update``), or None."""
         dt = dtypes.of_torch(x.dtype) if is_torch(x) else dtypes.of_numpy(x.dtype)
         if tuple(x.shape) != old.shape or dt.numpy != old.dtype:
             return None
         limit = int(old.nbytes * self.config.max_delta_fraction)
-        payload, digest = codec_bridge.encode_delta(old, x, level=self.config.zstd_level,
-                                                    max_bytes=limit, update=update)
+        payload, digest = codec_bridge.encode_delta(
+            old, x, level=self.config.zstd_level, max_bytes=limit, update=update
+        )
         if payload is None:
             return None
         view = memoryview(payload.data)
-        return TensorEntry(name, dt.name, old.shape, digest, "xor-delta", writer.write(view),
-                           hashing.digest(view), payload.changed)
+        return TensorEntry(
+            name,
+            dt.name,
+            old.shape,
+            digest,
+            "xor-delta",
+            writer.write(view),
+            hashing.digest(view),
+            payload.changed,
+        )
 
     def _delta_too_big(self, manifest: Manifest) -> bool:
-        return (self.config.delta == "auto"
-                and manifest.stored_bytes > self.config.max_delta_fraction * manifest.raw_bytes)
+        return (
+            self.config.delta == "auto"
+            and manifest.stored_bytes > self.config.max_delta_fraction * manifest.raw_bytes
+        )
 
     def _sign(self, manifest: Manifest) -> Manifest:
         if self.signer is None:
@@ -295,8 +366,12 @@ class Publisher:
                 done = ", ".join(s.url for s in self.stores[:i])
                 raise VersionConflictError(
                     f"version {manifest.version} was claimed by another publisher at "
-                    f"{store.url}; " + (f"it is committed at {done} only, and LATEST moved "
-                                        "nowhere" if done else "this publish changed nothing")
+                    f"{store.url}; "
+                    + (
+                        f"it is committed at {done} only, and LATEST moved nowhere"
+                        if done
+                        else "this publish changed nothing"
+                    )
                 ) from exc
 
 
@@ -306,20 +381,26 @@ def advance_latest(store: ObjectStore, manifest: Manifest, attempts: int = 20) -
     False if LATEST already points at that version or a newer one (it never
     moves backwards). The publisher and the relay both commit through this.
     """
-    pointer = Latest(manifest.version, manifest.run_id, manifest.kind,
-                     manifest.keyframe_version or manifest.version, time.time()).to_json()
+    pointer = Latest(
+        manifest.version,
+        manifest.run_id,
+        manifest.kind,
+        manifest.keyframe_version or manifest.version,
+        time.time(),
+    ).to_json()
     for _ in range(attempts):
         blob = get_or_none(store, layout.LATEST_KEY)
         if blob is not None and _latest_version(blob.data) >= manifest.version:
             return False
         try:
-            compare_and_swap(store, layout.LATEST_KEY, None if blob is None else blob.etag,
-                             pointer)
+            compare_and_swap(store, layout.LATEST_KEY, None if blob is None else blob.etag, pointer)
             return True
         except PreconditionFailedError:
             continue  # someone moved it first: re-read and decide again
-    raise StoreError(f"could not move LATEST to {manifest.version} at {store.url} after "
-                     f"{attempts} attempts: too many concurrent publishers")
+    raise StoreError(
+        f"could not move LATEST to {manifest.version} at {store.url} after "
+        f"{attempts} attempts: too many concurrent publishers"
+    )
 
 
 def _latest_version(data: bytes) -> int:

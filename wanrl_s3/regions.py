@@ -55,34 +55,44 @@ class Region:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise UsageError(f"region name {self.name!r} must be 1-64 letters, digits, '_' or "
-                             "'-', starting with a letter or digit (e.g. use1)")
+            raise UsageError(
+                f"region name {self.name!r} must be 1-64 letters, digits, '_' or "
+                "'-', starting with a letter or digit (e.g. use1)"
+            )
         where = f"regions.{self.name}"
         for key in _REGION_KEYS:
             if not isinstance(getattr(self, key), str):
-                raise UsageError(f"{where}.{key} must be a string, got "
-                                 f"{getattr(self, key)!r}")
+                raise UsageError(f"{where}.{key} must be a string, got {getattr(self, key)!r}")
         if "://" not in self.url:
-            raise UsageError(f"{where}.url must be a store URL such as s3://BUCKET/PREFIX, "
-                             f"got {self.url!r}")
+            raise UsageError(
+                f"{where}.url must be a store URL such as s3://BUCKET/PREFIX, got {self.url!r}"
+            )
         if self.url.startswith("s3://") and not self.url[5:].split("/")[0]:
-            raise UsageError(f"{where}.url {self.url!r} names no bucket; "
-                             "write s3://BUCKET/PREFIX")
+            raise UsageError(f"{where}.url {self.url!r} names no bucket; write s3://BUCKET/PREFIX")
         if self.endpoint_url and not self.endpoint_url.startswith(("http://", "https://")):
-            raise UsageError(f"{where}.endpoint_url must start with http:// or https://, got "
-                             f"{self.endpoint_url!r}; leave it empty for the provider's default")
+            raise UsageError(
+                f"{where}.endpoint_url must start with http:// or https://, got "
+                f"{self.endpoint_url!r}; leave it empty for the provider's default"
+            )
         if self.s3_region and not _S3_REGION_RE.match(self.s3_region):
-            raise UsageError(f"{where}.s3_region must be a region name such as us-east-1, got "
-                             f"{self.s3_region!r}")
+            raise UsageError(
+                f"{where}.s3_region must be a region name such as us-east-1, got {self.s3_region!r}"
+            )
         if self.price_class and not _PRICE_CLASS_RE.match(self.price_class):
-            raise UsageError(f"{where}.price_class must look like 'aws:us-east-1' "
-                             f"(provider:region), got {self.price_class!r}")
+            raise UsageError(
+                f"{where}.price_class must look like 'aws:us-east-1' "
+                f"(provider:region), got {self.price_class!r}"
+            )
 
     def store(self, **options: Any) -> ObjectStore:
         """Open this region's store; ``options`` (e.g. ``retry``) go to the backend."""
-        return open_store(self.url, endpoint_url=self.endpoint_url or None,
-                          profile=self.profile or None, region=self.s3_region or None,
-                          **options)
+        return open_store(
+            self.url,
+            endpoint_url=self.endpoint_url or None,
+            profile=self.profile or None,
+            region=self.s3_region or None,
+            **options,
+        )
 
 
 @dataclass(frozen=True)
@@ -109,11 +119,15 @@ class RegionsConfig:
                 raise UsageError(f"regions.{r.name} is given twice; region names must differ")
             other = seen.setdefault((r.url.rstrip("/"), r.endpoint_url), r.name)
             if other != r.name:
-                raise UsageError(f"regions.{r.name}.url is the same store as regions.{other}; "
-                                 "each region needs its own bucket or prefix")
+                raise UsageError(
+                    f"regions.{r.name}.url is the same store as regions.{other}; "
+                    "each region needs its own bucket or prefix"
+                )
         if self.primary not in names:
-            raise UsageError(f"primary {self.primary!r} is not one of the regions "
-                             f"({', '.join(names)}); set primary to one of them")
+            raise UsageError(
+                f"primary {self.primary!r} is not one of the regions "
+                f"({', '.join(names)}); set primary to one of them"
+            )
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -151,15 +165,19 @@ class RegionsConfig:
         _no_unknown(data, _TOP_KEYS, "the top level")
         for key in ("primary", "mode"):
             if key not in data:
-                fix = ('primary = "NAME"' if key == "primary"
-                       else 'mode = "fanout" (or "replicate", "copy")')
+                fix = (
+                    'primary = "NAME"'
+                    if key == "primary"
+                    else 'mode = "fanout" (or "replicate", "copy")'
+                )
                 raise UsageError(f"{key}: missing; add {fix}")
             if not isinstance(data[key], str):
                 raise UsageError(f"{key} must be a string, got {data[key]!r}")
         tables = data.get("regions")
         if not isinstance(tables, Mapping) or not tables:
-            raise UsageError('regions: none given; add a [regions.NAME] table with '
-                             'url = "s3://BUCKET/PREFIX"')
+            raise UsageError(
+                'regions: none given; add a [regions.NAME] table with url = "s3://BUCKET/PREFIX"'
+            )
         regions = []
         for name, table in tables.items():
             if not isinstance(table, Mapping):

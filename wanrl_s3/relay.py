@@ -78,8 +78,12 @@ class RelayedVersion:
 class Relay:
     """Copies versions from ``source`` to each store of ``replicas`` (named by region)."""
 
-    def __init__(self, source: ObjectStore, replicas: Mapping[str, ObjectStore],
-                 config: RelayConfig | None = None) -> None:
+    def __init__(
+        self,
+        source: ObjectStore,
+        replicas: Mapping[str, ObjectStore],
+        config: RelayConfig | None = None,
+    ) -> None:
         if not replicas:
             raise UsageError("the relay needs at least one replica region to copy to")
         self.source = source
@@ -96,11 +100,15 @@ class Relay:
         self._manifests: dict[int, tuple[bytes, Manifest]] = {}
 
     @classmethod
-    def from_regions(cls, regions: RegionsConfig, config: RelayConfig | None = None,
-                     **store_options: Any) -> Relay:
+    def from_regions(
+        cls, regions: RegionsConfig, config: RelayConfig | None = None, **store_options: Any
+    ) -> Relay:
         """Primary to every other region of a regions file (its mode should be ``copy``)."""
-        return cls(regions.store(regions.primary, **store_options),
-                   {r.name: r.store(**store_options) for r in regions.replicas}, config)
+        return cls(
+            regions.store(regions.primary, **store_options),
+            {r.name: r.store(**store_options) for r in regions.replicas},
+            config,
+        )
 
     def close(self) -> None:
         self._objects.shutdown(wait=True, cancel_futures=True)
@@ -152,8 +160,7 @@ class Relay:
             raise failures[0]
         return done
 
-    def _sync_replica(self, name: str, replica: ObjectStore, target: int
-                      ) -> list[RelayedVersion]:
+    def _sync_replica(self, name: str, replica: ObjectStore, target: int) -> list[RelayedVersion]:
         blob = get_or_none(replica, layout.LATEST_KEY)
         current = -1 if blob is None else _latest_version(blob.data)  # -1: absent or corrupt
         done = []
@@ -163,8 +170,9 @@ class Relay:
                 if not self._has(name, replica, m.version):
                     done.append(self._copy_version(name, replica, m))
             moved = advance_latest(replica, chain[-1])
-            log.info("%s: LATEST %s v%d", name, "moved to" if moved else "already at or past",
-                     target)
+            log.info(
+                "%s: LATEST %s v%d", name, "moved to" if moved else "already at or past", target
+            )
             self._manifests = {v: self._manifests[v] for v in (m.version for m in chain)}
         self._synced[name] = max(current, target)
         return done
@@ -190,19 +198,35 @@ class Relay:
     def _copy_version(self, name: str, replica: ObjectStore, m: Manifest) -> RelayedVersion:
         start = time.monotonic()
         cfg = self.config
-        futures = [self._objects.submit(
-            replica.copy_from, self.source, m.payload_key(o.key), m.payload_key(o.key),
-            size=o.size, executor=self._parts, part_bytes=cfg.part_bytes, slots=self._slots)
-            for o in m.objects]
+        futures = [
+            self._objects.submit(
+                replica.copy_from,
+                self.source,
+                m.payload_key(o.key),
+                m.payload_key(o.key),
+                size=o.size,
+                executor=self._parts,
+                part_bytes=cfg.part_bytes,
+                slots=self._slots,
+            )
+            for o in m.objects
+        ]
         copied: list[bool] = wait_all(futures)  # every payload object, before the manifest
         server_side = all(copied)
         self._commit_manifest(replica, m.version)
         self._present[name].add(m.version)
-        done = RelayedVersion(name, m.version, len(m.objects), m.stored_bytes, server_side,
-                              time.monotonic() - start)
-        log.info("relayed v%d to %s: %d objects, %d bytes %s in %.2f s", m.version, name,
-                 done.objects, done.copied_bytes,
-                 "server-side" if server_side else "streamed", done.seconds)
+        done = RelayedVersion(
+            name, m.version, len(m.objects), m.stored_bytes, server_side, time.monotonic() - start
+        )
+        log.info(
+            "relayed v%d to %s: %d objects, %d bytes %s in %.2f s",
+            m.version,
+            name,
+            done.objects,
+            done.copied_bytes,
+            "server-side" if server_side else "streamed",
+            done.seconds,
+        )
         return done
 
     def _commit_manifest(self, replica: ObjectStore, version: int) -> None:
@@ -212,11 +236,14 @@ class Relay:
         except PreconditionFailedError as exc:  # ours from an interrupted pass, or a conflict
             self._same_as_primary(replica, version, replica.get_bytes(key), exc)
 
-    def _same_as_primary(self, replica: ObjectStore, version: int, found: bytes,
-                         cause: Exception | None = None) -> None:
+    def _same_as_primary(
+        self, replica: ObjectStore, version: int, found: bytes, cause: Exception | None = None
+    ) -> None:
         if found != self._manifests[version][0]:
             raise VersionConflictError(
                 f"version {version} at {replica.url} is not the primary's: something else "
-                "published into this replica; the relay will not overwrite it") from cause
+                "published into this replica; the relay will not overwrite it"
+            ) from cause
+
 
 __all__ = ["Relay", "RelayConfig", "RelayedVersion"]

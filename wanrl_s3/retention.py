@@ -49,8 +49,9 @@ class GcReport:
     dry_run: bool = False
 
 
-def retained(versions: Iterable[int], lookup: Callable[[int], Manifest],
-             keep_versions: int) -> set[int]:
+def retained(
+    versions: Iterable[int], lookup: Callable[[int], Manifest], keep_versions: int
+) -> set[int]:
     """The newest ``keep_versions`` versions plus every version their chains need."""
     newest = sorted(versions)[-keep_versions:]
     keep: set[int] = set()
@@ -59,8 +60,13 @@ def retained(versions: Iterable[int], lookup: Callable[[int], Manifest],
     return keep
 
 
-def collect(store: ObjectStore, policy: RetentionPolicy | None = None, *,
-            dry_run: bool = False, now_s: float | None = None) -> GcReport:
+def collect(
+    store: ObjectStore,
+    policy: RetentionPolicy | None = None,
+    *,
+    dry_run: bool = False,
+    now_s: float | None = None,
+) -> GcReport:
     policy = policy or RetentionPolicy()
     now_s = time.time() if now_s is None else now_s
     report = GcReport(dry_run=dry_run)

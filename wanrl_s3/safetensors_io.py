@@ -60,8 +60,9 @@ class SafetensorsFile:
         except ValueError as exc:
             raise UsageError(f"{self.path}: header is not valid JSON: {exc}") from exc
         self.data_start = 8 + n
-        self.metadata, self.specs, self._offsets = _parse_header(header, self.path,
-                                                                size - self.data_start)
+        self.metadata, self.specs, self._offsets = _parse_header(
+            header, self.path, size - self.data_start
+        )
         self._mmap: np.memmap | None = None
 
     def _map(self) -> np.ndarray:
@@ -69,8 +70,7 @@ class SafetensorsFile:
             total = os.path.getsize(self.path) - self.data_start
             if total == 0:
                 return np.empty(0, np.uint8)
-            self._mmap = np.memmap(self.path, np.uint8, "r", offset=self.data_start,
-                                   shape=(total,))
+            self._mmap = np.memmap(self.path, np.uint8, "r", offset=self.data_start, shape=(total,))
         return self._mmap
 
     def array(self, name: str) -> np.ndarray:
@@ -87,13 +87,15 @@ class SafetensorsFile:
             yield name, self.array(name)
 
 
-def _parse_header(header: object, path: Path, data_bytes: int
-                  ) -> tuple[dict[str, str], dict[str, TensorSpec], dict[str, tuple[int, int]]]:
+def _parse_header(
+    header: object, path: Path, data_bytes: int
+) -> tuple[dict[str, str], dict[str, TensorSpec], dict[str, tuple[int, int]]]:
     if not isinstance(header, dict):
         raise UsageError(f"{path}: header must be a JSON object")
     metadata = header.pop("__metadata__", None) or {}
     if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
         raise UsageError(f"{path}: __metadata__ must map strings to strings")
     specs: dict[str, TensorSpec] = {}
     offsets: dict[str, tuple[int, int]] = {}
@@ -106,10 +108,15 @@ def _parse_header(header: object, path: Path, data_bytes: int
             raise UsageError(f"{path}: tensor {name!r}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"{path}: tensor {name!r} has a malformed entry: {exc}") from None
-        if any(d < 0 for d in shape) or not 0 <= start <= end <= data_bytes \
-                or end - start != math.prod(shape) * dt.itemsize:
-            raise UsageError(f"{path}: tensor {name!r}: data_offsets [{start}, {end}] do not "
-                             f"fit shape {list(shape)} of {dt.name} inside the file")
+        if (
+            any(d < 0 for d in shape)
+            or not 0 <= start <= end <= data_bytes
+            or end - start != math.prod(shape) * dt.itemsize
+        ):
+            raise UsageError(
+                f"{path}: tensor {name!r}: data_offsets [{start}, {end}] do not "
+                f"fit shape {list(shape)} of {dt.name} inside the file"
+            )
         specs[name] = TensorSpec(name, dt.name, shape)
         offsets[name] = (start, end)
     spans = sorted(offsets.values())
@@ -152,8 +159,12 @@ class SafetensorsWriter:
     error) deletes it, so the target is either the old file or the whole new one.
     """
 
-    def __init__(self, path: str | os.PathLike[str], specs: Iterable[TensorSpec],
-                 metadata: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        specs: Iterable[TensorSpec],
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.specs = {s.name: s for s in specs}
         header: dict[str, object] = {}
@@ -162,8 +173,11 @@ class SafetensorsWriter:
         self._offsets: dict[str, tuple[int, int]] = {}
         pos = 0
         for s in self.specs.values():
-            header[s.name] = {"dtype": s.dtype, "shape": list(s.shape),
-                              "data_offsets": [pos, pos + s.nbytes]}
+            header[s.name] = {
+                "dtype": s.dtype,
+                "shape": list(s.shape),
+                "data_offsets": [pos, pos + s.nbytes],
+            }
             self._offsets[s.name] = (pos, pos + s.nbytes)
             pos += s.nbytes
         blob = json.dumps(header, separators=(",", ":")).encode()
@@ -178,8 +192,11 @@ class SafetensorsWriter:
             f.write(len(blob).to_bytes(8, "little"))
             f.write(blob)
             f.truncate(self.total_bytes)
-        self._mmap = (np.memmap(self._tmp, np.uint8, "r+", offset=self.data_start, shape=(pos,))
-                      if pos else np.empty(0, np.uint8))
+        self._mmap = (
+            np.memmap(self._tmp, np.uint8, "r+", offset=self.data_start, shape=(pos,))
+            if pos
+            else np.empty(0, np.uint8)
+        )
 
     def array(self, name: str) -> np.ndarray:
         """A writable array for the named tensor, backed by the file."""
@@ -209,11 +226,15 @@ class SafetensorsWriter:
             self.abort()
 
 
-def write_file(path: str | os.PathLike[str], tensors: Mapping[str, np.ndarray],
-               metadata: Mapping[str, str] | None = None) -> Path:
+def write_file(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, np.ndarray],
+    metadata: Mapping[str, str] | None = None,
+) -> Path:
     """Write numpy arrays as a .safetensors file (atomically)."""
-    specs = [TensorSpec(n, dtypes.of_numpy(a.dtype).name, tuple(a.shape))
-             for n, a in tensors.items()]
+    specs = [
+        TensorSpec(n, dtypes.of_numpy(a.dtype).name, tuple(a.shape)) for n, a in tensors.items()
+    ]
     with SafetensorsWriter(path, specs, metadata) as w:
         for name, arr in tensors.items():
             w.array(name)[...] = arr

@@ -29,8 +29,9 @@ def _crypto() -> Any:
         from cryptography.hazmat.primitives import serialization
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError as exc:
-        raise UsageError("manifest signing needs the cryptography package: "
-                         "pip install 'wanrl-s3[sign]'") from exc
+        raise UsageError(
+            "manifest signing needs the cryptography package: pip install 'wanrl-s3[sign]'"
+        ) from exc
     return serialization, ed25519
 
 
@@ -38,10 +39,12 @@ def generate_keypair() -> tuple[bytes, bytes]:
     """A new (private PEM, public PEM) pair."""
     serialization, ed25519 = _crypto()
     key = ed25519.Ed25519PrivateKey.generate()
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    public = key.public_key().public_bytes(serialization.Encoding.PEM,
-                                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     return private, public
 
 
@@ -75,8 +78,11 @@ class Signer:
         return cls(_read(path, "signing key"))
 
     def sign(self, data: bytes) -> dict[str, str]:
-        return {"alg": ALG, "key_id": self.key_id,
-                "value": base64.b64encode(self._key.sign(data)).decode()}
+        return {
+            "alg": ALG,
+            "key_id": self.key_id,
+            "value": base64.b64encode(self._key.sign(data)).decode(),
+        }
 
 
 class Verifier:
@@ -109,7 +115,8 @@ class Verifier:
         if key is None:
             raise SignatureError(f"{where} is signed by unknown key {sig.get('key_id')!r}")
         try:
-            key.verify(base64.b64decode(sig.get("value", ""), validate=True),
-                       manifest.signing_bytes())
+            key.verify(
+                base64.b64decode(sig.get("value", ""), validate=True), manifest.signing_bytes()
+            )
         except Exception as exc:  # InvalidSignature, or undecodable base64
             raise SignatureError(f"{where} has a forged or corrupt signature") from exc

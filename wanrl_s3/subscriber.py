@@ -62,9 +62,15 @@ def _alloc(entry: TensorEntry) -> np.ndarray:
 class Subscriber:
     """Reads versions from one store. Thread-safe; holds a pool of download threads."""
 
-    def __init__(self, store: ObjectStore, *, concurrency: int = 16,
-                 range_bytes: int = 16 * MiB, verifier: Any = None,
-                 manifest_cache: int = 256) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        concurrency: int = 16,
+        range_bytes: int = 16 * MiB,
+        verifier: Any = None,
+        manifest_cache: int = 256,
+    ) -> None:
         if concurrency < 1 or range_bytes < 1:
             raise UsageError("concurrency and range_bytes must be positive")
         self.store = store
@@ -153,8 +159,7 @@ class Subscriber:
 
         def listed(v: int) -> dict[str, int]:
             if v not in listings:
-                listings[v] = {o.key: o.size
-                               for o in self.store.list(layout.version_dir(v) + "/")}
+                listings[v] = {o.key: o.size for o in self.store.list(layout.version_dir(v) + "/")}
             return listings[v]
 
         def lookup(v: int) -> Manifest:
@@ -169,19 +174,20 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
-        absent = [key for key, size in wanted.items()
-                  if listed(layout.version_of_key(key) or 0).get(key) != size]
+        absent = [
+            key
+            for key, size in wanted.items()
+            if listed(layout.version_of_key(key) or 0).get(key) != size
+        ]
         if absent:
-            return (f"{len(absent)} of the {len(wanted)} payload objects it needs "
-                    f"(e.g. {absent[0]})")
+            return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"
         return None
 
     def is_visible(self, version: int, have_version: int | None = None) -> bool:
         """Whether every byte the plan to ``version`` reads is in this store (see missing)."""
         return self.missing(version, have_version) is None
 
-    def plan(self, version: int | str | None = None, have_version: int | None = None
-             ) -> FetchPlan:
+    def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
         target = self.manifest(self.resolve(version))
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
 
@@ -189,20 +195,33 @@ class Subscriber:
         """Check that a local copy holds exactly the published tensors of its version."""
         m = self.manifest(snapshot.version)
         if set(snapshot.tensors) != set(m.by_name):
-            raise VerificationError(f"the local copy's tensor names differ from version "
-                                    f"{m.version}'s")
+            raise VerificationError(
+                f"the local copy's tensor names differ from version {m.version}'s"
+            )
         for name, arr in snapshot.tensors.items():
             entry = m.by_name[name]
-            if (arr.dtype != dtypes.by_name(entry.dtype).numpy or tuple(arr.shape) != entry.shape
-                    or hashing.digest(byte_view(arr if arr.flags.c_contiguous else arr.copy())) != entry.hash):
-                raise VerificationError(f"tensor {name!r} of the local copy is not the one "
-                                        f"published as version {m.version}")
+            if (
+                arr.dtype != dtypes.by_name(entry.dtype).numpy
+                or tuple(arr.shape) != entry.shape
+                or hashing.digest(byte_view(arr if arr.flags.c_contiguous else arr.copy()))
+                != entry.hash
+            ):
+                raise VerificationError(
+                    f"tensor {name!r} of the local copy is not the one "
+                    f"published as version {m.version}"
+                )
         return m
 
     # -- reading ----------------------------------------------------------------
-    def fetch(self, version: int | str | None = None, *, have: Snapshot | None = None,
-              alloc: Allocator | None = None, progress: Progress | None = None,
-              cancel: threading.Event | None = None) -> Snapshot:
+    def fetch(
+        self,
+        version: int | str | None = None,
+        *,
+        have: Snapshot | None = None,
+        alloc: Allocator | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Snapshot:
         """The verified tensors of ``version`` (default: latest).
 
         With ``have`` (a snapshot the caller holds), only the deltas after it are
@@ -215,13 +234,21 @@ class Subscriber:
         except VerificationError as exc:
             if plan.have_version is None:
                 raise
-            log.warning("deltas from version %s did not verify (%s); starting over from "
-                        "the keyframe", plan.have_version, exc)
+            log.warning(
+                "deltas from version %s did not verify (%s); starting over from the keyframe",
+                plan.have_version,
+                exc,
+            )
             plan = plan_fetch(plan.target, safe_lookup(self.manifest), None)
             return self._materialize(plan, None, alloc or _alloc, progress, cancel)
 
-    def stream(self, on_tensor: Callable[[str, np.ndarray], None],
-               version: int | str | None = None, *, have: Snapshot | None = None) -> Snapshot:
+    def stream(
+        self,
+        on_tensor: Callable[[str, np.ndarray], None],
+        version: int | str | None = None,
+        *,
+        have: Snapshot | None = None,
+    ) -> Snapshot:
         """Fetch and verify the whole version, then pass each (name, array) to ``on_tensor``.
 
         Verification of every tensor comes first, so an install callback never
@@ -232,29 +259,53 @@ class Subscriber:
             on_tensor(name, arr)
         return snapshot
 
-    def _materialize(self, plan: FetchPlan, have: Snapshot | None, alloc: Allocator,
-                     progress: Progress | None, cancel: threading.Event | None) -> Snapshot:
+    def _materialize(
+        self,
+        plan: FetchPlan,
+        have: Snapshot | None,
+        alloc: Allocator,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+    ) -> Snapshot:
         target = plan.target
         start = time.monotonic()
         outputs = {r.name: alloc(target.by_name[r.name]) for r in plan.recipes}
         payloads: dict[tuple[int, str], bytearray] = {}
         jobs = list(self._jobs(plan, outputs, payloads, have))
-        moved = read_all(self.store, jobs, self._pool, range_bytes=self.range_bytes,
-                         progress=progress, cancel=cancel)
+        moved = read_all(
+            self.store,
+            jobs,
+            self._pool,
+            range_bytes=self.range_bytes,
+            progress=progress,
+            cancel=cancel,
+        )
         if cancel is not None and cancel.is_set():
             raise FetchCancelled(f"the download of version {target.version} was abandoned")
         downloaded = time.monotonic()
-        checks = [self._pool.submit(self._finish, plan, r, outputs[r.name], payloads)
-                  for r in plan.recipes]
+        checks = [
+            self._pool.submit(self._finish, plan, r, outputs[r.name], payloads)
+            for r in plan.recipes
+        ]
         for c in checks:
             c.result()
-        return Snapshot(target.version, outputs, target, moved,
-                        tuple(m.version for m in plan.steps if m.version != plan.have_version),
-                        downloaded - start, time.monotonic() - downloaded)
+        return Snapshot(
+            target.version,
+            outputs,
+            target,
+            moved,
+            tuple(m.version for m in plan.steps if m.version != plan.have_version),
+            downloaded - start,
+            time.monotonic() - downloaded,
+        )
 
-    def _jobs(self, plan: FetchPlan, outputs: dict[str, np.ndarray],
-              payloads: dict[tuple[int, str], bytearray], have: Snapshot | None
-              ) -> Iterator[ReadJob]:
+    def _jobs(
+        self,
+        plan: FetchPlan,
+        outputs: dict[str, np.ndarray],
+        payloads: dict[tuple[int, str], bytearray],
+        have: Snapshot | None,
+    ) -> Iterator[ReadJob]:
         for r in plan.recipes:
             dest = outputs[r.name]
             if r.start_step == HAVE:
@@ -266,24 +317,34 @@ class Subscriber:
                 payloads[(step, r.name)] = buf
                 yield from _segment_jobs(plan.steps[step], entry, memoryview(buf))
 
-    def _finish(self, plan: FetchPlan, r: Recipe, dest: np.ndarray,
-                payloads: dict[tuple[int, str], bytearray]) -> None:
+    def _finish(
+        self,
+        plan: FetchPlan,
+        r: Recipe,
+        dest: np.ndarray,
+        payloads: dict[tuple[int, str], bytearray],
+    ) -> None:
         """Verify what arrived, apply the deltas in order, verify the result."""
         if r.start is not None and hashing.digest(byte_view(dest)) != r.start.stored_hash:
-            raise VerificationError(f"tensor {r.name!r} of version "
-                                    f"{plan.steps[r.start_step].version}: bytes do not match "
-                                    "the manifest's hash")
+            raise VerificationError(
+                f"tensor {r.name!r} of version "
+                f"{plan.steps[r.start_step].version}: bytes do not match "
+                "the manifest's hash"
+            )
         for step, entry in r.deltas:
             data = payloads.pop((step, r.name))
             if hashing.digest(data) != entry.stored_hash:
-                raise VerificationError(f"delta of tensor {r.name!r} in version "
-                                        f"{plan.steps[step].version} does not match its hash")
+                raise VerificationError(
+                    f"delta of tensor {r.name!r} in version "
+                    f"{plan.steps[step].version} does not match its hash"
+                )
             codec_bridge.apply_inplace(bytes(data), dest)
         rebuilt = r.deltas or r.start is None
         if rebuilt and hashing.digest(byte_view(dest)) != plan.target.by_name[r.name].hash:
             raise VerificationError(
                 f"tensor {r.name!r} rebuilt for version {plan.target.version} does not match "
-                "the published hash (a delta applied to the wrong base?)")
+                "the published hash (a delta applied to the wrong base?)"
+            )
 
 
 class FetchCancelled(WanrlError):
@@ -295,13 +356,15 @@ def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> I
         return
     pos = 0
     for seg in entry.segments:
-        yield ReadJob(m.payload_key(seg.key), seg.offset, dest[pos:pos + seg.length])
+        yield ReadJob(m.payload_key(seg.key), seg.offset, dest[pos : pos + seg.length])
         pos += seg.length
 
 
 def _copy_from_have(r: Recipe, dest: np.ndarray, have: Snapshot | None) -> None:
     src = None if have is None else have.tensors.get(r.name)
     if src is None or src.shape != dest.shape or src.dtype != dest.dtype:
-        raise VerificationError(f"the local copy has no tensor {r.name!r} of the right "
-                                "shape and dtype to apply deltas to")
+        raise VerificationError(
+            f"the local copy has no tensor {r.name!r} of the right "
+            "shape and dtype to apply deltas to"
+        )
     np.copyto(dest, src)

@@ -35,8 +35,9 @@ def to_numpy(x: TensorLike, *, name: str = "tensor") -> np.ndarray:
         if np.isscalar(x):
             x = np.asarray(x)
         else:
-            raise UsageError(f"{name}: expected a numpy array or torch tensor, "
-                             f"got {type(x).__name__}")
+            raise UsageError(
+                f"{name}: expected a numpy array or torch tensor, got {type(x).__name__}"
+            )
     dt = dtypes.of_numpy(x.dtype)
     if x.dtype.byteorder == ">":
         raise UsageError(f"{name}: big-endian arrays are not supported; use .astype('<...')")

@@ -18,8 +18,11 @@ from contextlib import contextmanager
 
 from .errors import UsageError
 
-CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_DEFAULT_REGION": "us-east-1"}
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_DEFAULT_REGION": "us-east-1",
+}
 _SERVER = """
 import logging, sys, threading
 from moto.server import ThreadedMotoServer
@@ -51,8 +54,12 @@ def local_s3(timeout_s: float = 60.0) -> Iterator[str]:
     for key, value in CREDENTIALS.items():
         os.environ.setdefault(key, value)
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(port)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SERVER, str(port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + timeout_s
         line = proc.stdout.readline() if proc.stdout else ""
@@ -73,5 +80,6 @@ def make_bucket(endpoint_url: str, name: str) -> str:
     import boto3
 
     boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=name)
+        Bucket=name
+    )
     return name

@@ -84,12 +84,19 @@ class InstallResult:
         return self.installed_at_s - self.published_at_s
 
     def to_dict(self) -> dict[str, float | int | list[int]]:
-        return {"version": self.version, "tensors": self.tensors, "path": list(self.path),
-                "downloaded_bytes": self.downloaded_bytes,
-                "published_at_s": self.published_at_s, "seen_at_s": self.seen_at_s,
-                "ready_at_s": self.ready_at_s, "installed_at_s": self.installed_at_s,
-                "download_s": self.download_s, "verify_s": self.verify_s,
-                "apply_s": self.apply_s}
+        return {
+            "version": self.version,
+            "tensors": self.tensors,
+            "path": list(self.path),
+            "downloaded_bytes": self.downloaded_bytes,
+            "published_at_s": self.published_at_s,
+            "seen_at_s": self.seen_at_s,
+            "ready_at_s": self.ready_at_s,
+            "installed_at_s": self.installed_at_s,
+            "download_s": self.download_s,
+            "verify_s": self.verify_s,
+            "apply_s": self.apply_s,
+        }
 
 
 @dataclass
@@ -114,9 +121,15 @@ class _State:
 class Watcher:
     """Background prefetch of the newest version; ``install()`` applies it."""
 
-    def __init__(self, subscriber: Subscriber, config: WatchConfig | None = None, *,
-                 clock: Clock = SYSTEM_CLOCK, start_from: Snapshot | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        subscriber: Subscriber,
+        config: WatchConfig | None = None,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        start_from: Snapshot | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         self.sub = subscriber
         self.config = config or WatchConfig()
         self.clock = clock
@@ -198,12 +211,17 @@ class Watcher:
     def wait_ready(self, timeout_s: float | None = None) -> int | None:
         """Block until a version newer than the installed one is ready (or time out)."""
         with self._lock:
-            self._lock.wait_for(lambda: self._state.ready is not None or self._stop.is_set(),
-                                timeout_s)
+            self._lock.wait_for(
+                lambda: self._state.ready is not None or self._stop.is_set(), timeout_s
+            )
             return self.ready_version
 
-    def install(self, apply: Callable[[str, np.ndarray], None] | None = None, *,
-                sink: Callable[[Snapshot], None] | None = None) -> InstallResult | None:
+    def install(
+        self,
+        apply: Callable[[str, np.ndarray], None] | None = None,
+        *,
+        sink: Callable[[Snapshot], None] | None = None,
+    ) -> InstallResult | None:
         """Apply the newest ready version; None at once if nothing new is ready.
 
         ``apply`` receives each (name, array) of the verified version; ``sink``
@@ -224,9 +242,19 @@ class Watcher:
         with self._lock:
             self._state.installed = snap
         published = snap.manifest.created_at_s if snap.manifest else ready.seen_at_s
-        return InstallResult(snap.version, len(snap.tensors), snap.path, snap.downloaded_bytes,
-                             published, ready.seen_at_s, ready.ready_at_s, done,
-                             snap.download_s, snap.verify_s, done - start)
+        return InstallResult(
+            snap.version,
+            len(snap.tensors),
+            snap.path,
+            snap.downloaded_bytes,
+            published,
+            ready.seen_at_s,
+            ready.ready_at_s,
+            done,
+            snap.download_s,
+            snap.verify_s,
+            done - start,
+        )
 
     # -- polling --------------------------------------------------------------------
     def poll_once(self) -> Latest | None:
@@ -242,8 +270,7 @@ class Watcher:
                 return None
             self._etag = polled[1]
             st = self._state
-            newest = max((v for v in (st.want, self._held_version()) if v is not None),
-                         default=-1)
+            newest = max((v for v in (st.want, self._held_version()) if v is not None), default=-1)
             if latest.version <= newest:
                 return latest
             st.want = latest.version
@@ -318,8 +345,9 @@ class Watcher:
             self._state.ready = _Ready(snap, seen, self.clock.time())
             self._state.last_error = None
             self._lock.notify_all()
-        log.info("version %d ready: %d bytes via %s", snap.version, snap.downloaded_bytes,
-                 snap.path)
+        log.info(
+            "version %d ready: %d bytes via %s", snap.version, snap.downloaded_bytes, snap.path
+        )
         return True
 
     def _visible(self, sub: Subscriber, want: int, have: Snapshot | None) -> bool:
@@ -337,8 +365,14 @@ class Watcher:
                 return True
             self._invisible_checks += 1
             wait_s = self.config.visible_wait_s(self._invisible_checks, self._rng)
-            log.info("v%d is not yet visible at %s (missing %s): still replicating, not an "
-                     "error; checking again in %.1f s", want, sub.store.url, missing, wait_s)
+            log.info(
+                "v%d is not yet visible at %s (missing %s): still replicating, not an "
+                "error; checking again in %.1f s",
+                want,
+                sub.store.url,
+                missing,
+                wait_s,
+            )
         self._work.wait(wait_s)  # a newer version or stop() ends the wait early
         self._work.set()
         return False
@@ -352,9 +386,16 @@ class Watcher:
             self._state.last_error = message
 
 
-def wait_visible(sub: Subscriber, version: int, have_version: int | None = None, *,
-                 timeout_s: float, config: WatchConfig | None = None,
-                 clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None) -> None:
+def wait_visible(
+    sub: Subscriber,
+    version: int,
+    have_version: int | None = None,
+    *,
+    timeout_s: float,
+    config: WatchConfig | None = None,
+    clock: Clock = SYSTEM_CLOCK,
+    rng: random.Random | None = None,
+) -> None:
     """Block until ``version`` is whole in ``sub``'s store, backing off between checks.
 
     For one-shot readers (``pull``) of a replica: a version replication has
@@ -366,11 +407,19 @@ def wait_visible(sub: Subscriber, version: int, have_version: int | None = None,
     while (missing := sub.missing(version, have_version)) is not None:
         remaining_s = deadline_s - clock.monotonic()
         if remaining_s <= 0:
-            raise NotFoundError(f"v{version} is still not whole at {sub.store.url} after "
-                                f"{timeout_s:g} s (missing {missing}): replication may have "
-                                "stalled; try another --region")
+            raise NotFoundError(
+                f"v{version} is still not whole at {sub.store.url} after "
+                f"{timeout_s:g} s (missing {missing}): replication may have "
+                "stalled; try another --region"
+            )
         attempt += 1
         wait_s = min(remaining_s, config.visible_wait_s(attempt, rng))
-        log.info("v%d is not yet visible at %s (missing %s): still replicating; checking "
-                 "again in %.1f s", version, sub.store.url, missing, wait_s)
+        log.info(
+            "v%d is not yet visible at %s (missing %s): still replicating; checking "
+            "again in %.1f s",
+            version,
+            sub.store.url,
+            missing,
+            wait_s,
+        )
         clock.sleep(wait_s)

@@ -18,8 +18,12 @@ from wanrl_s3.store import open_store
 
 def model(seed: int, n: int = 4) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    out = {f"model.layers.{i}.mlp.up_proj.weight": rng.integers(0, 2**16, (64, 32), np.uint16)
-           .view(ml_dtypes.bfloat16) for i in range(n)}
+    out = {
+        f"model.layers.{i}.mlp.up_proj.weight": rng.integers(0, 2**16, (64, 32), np.uint16).view(
+            ml_dtypes.bfloat16
+        )
+        for i in range(n)
+    }
     out["model.norm.weight"] = np.ones(32, np.float32)
     return out
 
@@ -34,10 +38,14 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 @pytest.fixture
 def cli(moto_endpoint: str, capsys: pytest.CaptureFixture[str]):
     def run(*argv: str) -> tuple[int, str, str]:
-        code = main([*argv, "--endpoint-url", moto_endpoint] if argv[0] in
-                    ("publish", "pull", "inspect") else list(argv))
+        code = main(
+            [*argv, "--endpoint-url", moto_endpoint]
+            if argv[0] in ("publish", "pull", "inspect")
+            else list(argv)
+        )
         out, err = capsys.readouterr()
         return code, out, err
+
     return run
 
 
@@ -83,8 +91,9 @@ def test_second_publish_exits_4_and_keeps_the_first(cli, url: str, tmp_path: Pat
     assert read(tmp_path / "o.safetensors") == read(first)
 
 
-def test_flipped_byte_exits_3_and_writes_nothing(cli, url: str, tmp_path: Path,
-                                                  moto_endpoint: str) -> None:
+def test_flipped_byte_exits_3_and_writes_nothing(
+    cli, url: str, tmp_path: Path, moto_endpoint: str
+) -> None:
     src = write_file(tmp_path / "a.safetensors", model(1))
     assert cli("publish", str(src), "--store", url, "--version", "1", "--delta", "never")[0] == 0
     store = open_store(url, endpoint_url=moto_endpoint)
@@ -113,26 +122,44 @@ def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, moto_endpoint
     assert not (tmp_path / "x.safetensors").exists()
 
 
-@pytest.mark.parametrize("argv, needle", [
-    (["publish", "/nonexistent.safetensors", "--store", "memory://x", "--version", "1"],
-     "does not exist"),
-    (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "between 0"),
-    (["publish", "{src}", "--store", "ftp://host/x", "--version", "1"], "unknown store"),
-    (["publish", "{src}", "--store", "memory://x", "--version", "1", "--keyframe-every", "0"],
-     "keyframe_every"),
-    (["publish", "{garbage}", "--store", "memory://x", "--version", "1"], "header"),
-    (["pull", "--store", "memory://empty", "--out", "{tmp}/o.safetensors"], "nothing is published"),
-    (["pull", "--store", "memory://x", "--version", "abc", "--out", "{tmp}/o"], "version"),
-    (["publish"], "required"),
-    (["frobnicate"], "invalid choice"),
-])
-def test_bad_input_exits_2_with_one_line(cli, tmp_path: Path, argv: list[str],
-                                         needle: str) -> None:
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["publish", "/nonexistent.safetensors", "--store", "memory://x", "--version", "1"],
+            "does not exist",
+        ),
+        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "between 0"),
+        (["publish", "{src}", "--store", "ftp://host/x", "--version", "1"], "unknown store"),
+        (
+            [
+                "publish",
+                "{src}",
+                "--store",
+                "memory://x",
+                "--version",
+                "1",
+                "--keyframe-every",
+                "0",
+            ],
+            "keyframe_every",
+        ),
+        (["publish", "{garbage}", "--store", "memory://x", "--version", "1"], "header"),
+        (
+            ["pull", "--store", "memory://empty", "--out", "{tmp}/o.safetensors"],
+            "nothing is published",
+        ),
+        (["pull", "--store", "memory://x", "--version", "abc", "--out", "{tmp}/o"], "version"),
+        (["publish"], "required"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, tmp_path: Path, argv: list[str], needle: str) -> None:
     src = write_file(tmp_path / "a.safetensors", model(1))
     garbage = tmp_path / "garbage.safetensors"
     garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
     argv = [a.format(src=src, garbage=garbage, tmp=tmp_path) for a in argv]
-    code, out, err = cli(*argv)
+    code, _, err = cli(*argv)
     assert code == 2, err
     assert needle in err and err.count("\n") == 1 and "Traceback" not in err
 
@@ -144,8 +171,7 @@ def test_pull_into_a_missing_directory_exits_2(cli, url: str, tmp_path: Path) ->
     assert code == 2 and "not a directory" in err
 
 
-def test_unreachable_endpoint_exits_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]
-                                      ) -> None:
+def test_unreachable_endpoint_exits_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
     code = main(["inspect", "--store", "s3://bucket/x", "--endpoint-url", "http://127.0.0.1:9"])

@@ -16,8 +16,9 @@ from wanrl_s3.regions import RegionsConfig
 from wanrl_s3.safetensors_io import write_file
 
 
-def _publish(moto_endpoint: str, tmp_path: Path, mode: str, seed: int
-             ) -> tuple[RegionsConfig, Path]:
+def _publish(
+    moto_endpoint: str, tmp_path: Path, mode: str, seed: int
+) -> tuple[RegionsConfig, Path]:
     """Regions on the moto server, their file, and v1 published with `publish --regions`."""
     regions = three_regions(moto_endpoint, mode)
     path = write_regions(tmp_path / "regions.toml", regions)
@@ -27,7 +28,8 @@ def _publish(moto_endpoint: str, tmp_path: Path, mode: str, seed: int
 
 
 def test_fanout_publish_then_pull_from_the_fastest_region(
-        moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     regions, path = _publish(moto_endpoint, tmp_path, "fanout", 1)
     out = capsys.readouterr().out
     assert all(r.url in out for r in regions.regions)
@@ -40,7 +42,8 @@ def test_fanout_publish_then_pull_from_the_fastest_region(
 
 
 def test_replicate_mode_publishes_the_primary_and_pull_waits_for_replication(
-        moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     regions, path = _publish(moto_endpoint, tmp_path, "replicate", 2)
     primary, replica = regions.store("use1"), regions.store("euw1")
     assert [r.store().exists(layout.LATEST_KEY) for r in regions.regions] == [True, False, False]
@@ -60,11 +63,36 @@ def test_replicate_mode_publishes_the_primary_and_pull_waits_for_replication(
     assert same(load_snapshot(got).tensors, model(2))
 
 
-def test_region_without_regions_is_refused(tmp_path: Path,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["pull", "--store", "memory://x", "--region", "euw1", "--out",
-                 str(tmp_path / "o.safetensors")]) == 2
+def test_region_without_regions_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(
+            [
+                "pull",
+                "--store",
+                "memory://x",
+                "--region",
+                "euw1",
+                "--out",
+                str(tmp_path / "o.safetensors"),
+            ]
+        )
+        == 2
+    )
     assert "give --regions too" in capsys.readouterr().err
-    assert main(["worker", "--store", "memory://x", "--max-lag-versions", "2", "--out-dir",
-                 str(tmp_path)]) == 2
+    assert (
+        main(
+            [
+                "worker",
+                "--store",
+                "memory://x",
+                "--max-lag-versions",
+                "2",
+                "--out-dir",
+                str(tmp_path),
+            ]
+        )
+        == 2
+    )
     assert "--max-lag-versions needs --regions" in capsys.readouterr().err

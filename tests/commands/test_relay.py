@@ -20,7 +20,8 @@ from wanrl_s3.subscriber import Subscriber
 
 
 def test_relay_process_commits_each_new_version_in_every_replica(
-        moto_endpoint: str, tmp_path: Path) -> None:
+    moto_endpoint: str, tmp_path: Path
+) -> None:
     regions = three_regions(moto_endpoint, "copy")
     path = write_regions(tmp_path / "regions.toml", regions)
     pub = Publisher(regions.store("use1"), SMALL)
@@ -32,9 +33,21 @@ def test_relay_process_commits_each_new_version_in_every_replica(
         blobs = [get_or_none(r, layout.LATEST_KEY) for r in replicas]
         return all(b is not None and Latest.from_json(b.data).version == version for b in blobs)
 
-    relay = subprocess.Popen([sys.executable, "-m", "wanrl_s3.cli", "relay", "--regions",
-                              str(path), "--poll-interval-s", "0.1"],
-                             stderr=subprocess.PIPE, text=True, env={**os.environ})
+    relay = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wanrl_s3.cli",
+            "relay",
+            "--regions",
+            str(path),
+            "--poll-interval-s",
+            "0.1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
     try:
         wait_for(lambda: all_at(1))
         state = nudge(state, 2)
@@ -51,8 +64,9 @@ def test_relay_process_commits_each_new_version_in_every_replica(
             assert same(sub.fetch(2).tensors, state)
 
 
-def test_relay_once_exits_after_one_pass(moto_endpoint: str, tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_relay_once_exits_after_one_pass(
+    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     regions = three_regions(moto_endpoint, "copy")
     Publisher(regions.store("use1"), SMALL).publish(model(3), 4)
     path = write_regions(tmp_path / "regions.toml", regions)

@@ -25,8 +25,10 @@ MiB = 2**20
 def model(seed: int, mib: float = 1) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     n = int(mib * MiB) // 8
-    return {f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
-            for i in range(4)}
+    return {
+        f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
+        for i in range(4)
+    }
 
 
 def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
@@ -39,13 +41,32 @@ def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     return out
 
 
-def start_worker(url: str, endpoint: str, out: Path, worker_id: str, *extra: str
-                 ) -> subprocess.Popen[str]:
+def start_worker(
+    url: str, endpoint: str, out: Path, worker_id: str, *extra: str
+) -> subprocess.Popen[str]:
     out.mkdir(exist_ok=True)
     return subprocess.Popen(
-        [sys.executable, "-m", "wanrl_s3.cli", "worker", "--store", url, "--endpoint-url",
-         endpoint, "--out-dir", str(out), "--worker-id", worker_id, "--poll-interval-s", "0.1",
-         *extra], stderr=subprocess.PIPE, text=True, env={**os.environ})
+        [
+            sys.executable,
+            "-m",
+            "wanrl_s3.cli",
+            "worker",
+            "--store",
+            url,
+            "--endpoint-url",
+            endpoint,
+            "--out-dir",
+            str(out),
+            "--worker-id",
+            worker_id,
+            "--poll-interval-s",
+            "0.1",
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
 
 
 def version_in(out: Path) -> int | None:
@@ -67,9 +88,9 @@ def stop(proc: subprocess.Popen[str]) -> str:
     return err
 
 
-def test_workers_started_apart_converge_and_report(s3_url: str, moto_endpoint: str,
-                                                   tmp_path: Path,
-                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_workers_started_apart_converge_and_report(
+    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=3))
     state = model(1)
@@ -104,8 +125,9 @@ def test_workers_started_apart_converge_and_report(s3_url: str, moto_endpoint: s
     assert {w["installed_version"] for w in report["workers"]} == {5}
 
 
-def test_worker_killed_mid_download_restarts_and_finishes(s3_url: str, moto_endpoint: str,
-                                                         tmp_path: Path) -> None:
+def test_worker_killed_mid_download_restarts_and_finishes(
+    s3_url: str, moto_endpoint: str, tmp_path: Path
+) -> None:
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(1, mib=0.5), 1)

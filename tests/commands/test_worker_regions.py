@@ -25,8 +25,9 @@ from wanrl_s3.fleet import WorkerStatus
 from wanrl_s3.publisher import Publisher
 
 
-def test_worker_falls_back_from_a_stalled_region_and_reports_it(moto_endpoint: str,
-                                                               tmp_path: Path) -> None:
+def test_worker_falls_back_from_a_stalled_region_and_reports_it(
+    moto_endpoint: str, tmp_path: Path
+) -> None:
     regions = three_regions(moto_endpoint, "replicate")
     path = write_regions(tmp_path / "regions.toml", regions)
     primary, home = regions.store("use1"), regions.store("euw1")
@@ -37,9 +38,28 @@ def test_worker_falls_back_from_a_stalled_region_and_reports_it(moto_endpoint: s
     out = tmp_path / "w"
     out.mkdir()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "wanrl_s3.cli", "worker", "--regions", str(path), "--region",
-         "euw1", "--max-lag-versions", "1", "--out-dir", str(out), "--worker-id", "w1",
-         "--poll-interval-s", "0.1"], stderr=subprocess.PIPE, text=True, env={**os.environ})
+        [
+            sys.executable,
+            "-m",
+            "wanrl_s3.cli",
+            "worker",
+            "--regions",
+            str(path),
+            "--region",
+            "euw1",
+            "--max-lag-versions",
+            "1",
+            "--out-dir",
+            str(out),
+            "--worker-id",
+            "w1",
+            "--poll-interval-s",
+            "0.1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
 
     def installed() -> int | None:
         model_file = out / "model.safetensors"
@@ -56,8 +76,9 @@ def test_worker_falls_back_from_a_stalled_region_and_reports_it(moto_endpoint: s
         _, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
     assert "(region euw1)" in err
-    assert "region euw1 lags the primary use1 by 2 versions (limit 1): reading from region " \
-           "use1" in err
+    assert (
+        "region euw1 lags the primary use1 by 2 versions (limit 1): reading from region use1" in err
+    )
     assert same(load_snapshot(out / "model.safetensors").tensors, state)
     status = WorkerStatus.from_json(home.get_bytes(layout.worker_status_key("w1")))
     assert status.region == "use1" and status.installed_version == 3

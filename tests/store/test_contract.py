@@ -70,8 +70,10 @@ def test_multipart_writer_and_abort(store: ObjectStore) -> None:
             w.write(payload[1000:])
             w.close()
         assert store.get_bytes("big.bin") == payload
-        with pytest.raises(RuntimeError), store.open_writer("gone.bin", pool,
-                                                            part_bytes=MIN_PART_BYTES) as w:
+        with (
+            pytest.raises(RuntimeError),
+            store.open_writer("gone.bin", pool, part_bytes=MIN_PART_BYTES) as w,
+        ):
             w.write(payload)  # starts a multipart upload (more than one part)
             raise RuntimeError("publisher crashed")
     assert store.head("gone.bin") is None

@@ -15,23 +15,24 @@ def test_from_another_service_is_streamed_in_parts(store: ObjectStore) -> None:
     source = open_store(f"memory://{uuid.uuid4().hex}")
     source.put_bytes("v/a.bin", DATA)
     with ThreadPoolExecutor(4) as pool:
-        server_side = store.copy_from(source, "v/a.bin", "v/b.bin", size=len(DATA),
-                                      executor=pool, part_bytes=MIN_PART_BYTES)
+        server_side = store.copy_from(
+            source, "v/a.bin", "v/b.bin", size=len(DATA), executor=pool, part_bytes=MIN_PART_BYTES
+        )
     assert not server_side and store.get_bytes("v/b.bin") == DATA
     assert store.pending_uploads() == []
 
 
-def test_between_buckets_of_one_s3_service_is_server_side(s3_url: str,
-                                                          moto_endpoint: str) -> None:
+def test_between_buckets_of_one_s3_service_is_server_side(s3_url: str, moto_endpoint: str) -> None:
     source = open_store(s3_url, endpoint_url=moto_endpoint)
     bucket = make_bucket(moto_endpoint, f"wanrl-{uuid.uuid4().hex[:12]}")
-    dest = open_store(f"s3://{bucket}/other/prefix",
-                      endpoint_url=moto_endpoint)
+    dest = open_store(f"s3://{bucket}/other/prefix", endpoint_url=moto_endpoint)
     source.put_bytes("v/a.bin", DATA)
     source.put_bytes("v/empty.bin", b"")
     with ThreadPoolExecutor(2) as pool:
-        assert dest.copy_from(source, "v/a.bin", "v/a.bin", size=len(DATA), executor=pool,
-                              part_bytes=MIN_PART_BYTES)
-        assert dest.copy_from(source, "v/empty.bin", "v/empty.bin", size=0, executor=pool,
-                              part_bytes=MIN_PART_BYTES)
+        assert dest.copy_from(
+            source, "v/a.bin", "v/a.bin", size=len(DATA), executor=pool, part_bytes=MIN_PART_BYTES
+        )
+        assert dest.copy_from(
+            source, "v/empty.bin", "v/empty.bin", size=0, executor=pool, part_bytes=MIN_PART_BYTES
+        )
     assert dest.get_bytes("v/a.bin") == DATA and dest.get_bytes("v/empty.bin") == b""

@@ -81,13 +81,15 @@ def proxy(moto_endpoint: str) -> Iterator[CuttingProxy]:
     p.close()
 
 
-def test_dropped_connection_resumes_from_the_last_byte(s3_url: str, moto_endpoint: str,
-                                                       proxy: CuttingProxy) -> None:
+def test_dropped_connection_resumes_from_the_last_byte(
+    s3_url: str, moto_endpoint: str, proxy: CuttingProxy
+) -> None:
     data = bytes(range(256)) * 8192  # 2 MiB
     open_store(s3_url, endpoint_url=moto_endpoint).put_bytes("blob.bin", data)
     clock = FakeClock()
-    store = open_store(s3_url, endpoint_url=f"http://127.0.0.1:{proxy.port}",
-                       retry=RetryPolicy(clock=clock))
+    store = open_store(
+        s3_url, endpoint_url=f"http://127.0.0.1:{proxy.port}", retry=RetryPolicy(clock=clock)
+    )
     buf = bytearray(len(data) - 1000)
     store.read_into("blob.bin", 1000, memoryview(buf))
     assert bytes(buf) == data[1000:]

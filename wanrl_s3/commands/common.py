@@ -18,23 +18,40 @@ from ..subscriber import Subscriber
 
 def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
     g = parser.add_argument_group("store")
-    g.add_argument("--store", required=required, metavar="URL",
-                   help="s3://bucket/prefix, file:///path or memory://name")
-    g.add_argument("--endpoint-url", default=os.environ.get("AWS_ENDPOINT_URL"),
-                   help="S3-compatible endpoint (R2, GCS, MinIO ...); default: "
-                        "$AWS_ENDPOINT_URL or AWS")
+    g.add_argument(
+        "--store",
+        required=required,
+        metavar="URL",
+        help="s3://bucket/prefix, file:///path or memory://name",
+    )
+    g.add_argument(
+        "--endpoint-url",
+        default=os.environ.get("AWS_ENDPOINT_URL"),
+        help="S3-compatible endpoint (R2, GCS, MinIO ...); default: $AWS_ENDPOINT_URL or AWS",
+    )
     g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
-    g.add_argument("--verify-key", metavar="PUBLIC.pem", default=None,
-                   help="refuse any version not signed by this Ed25519 public key")
-    g.add_argument("--s3-region", default=None,
-                   help="S3 region name for request signing (default: from the profile)")
+    g.add_argument(
+        "--verify-key",
+        metavar="PUBLIC.pem",
+        default=None,
+        help="refuse any version not signed by this Ed25519 public key",
+    )
+    g.add_argument(
+        "--s3-region",
+        default=None,
+        help="S3 region name for request signing (default: from the profile)",
+    )
 
 
 def add_regions_arg(parser: argparse.ArgumentParser, what: str) -> None:
     """``--regions FILE``, the alternative to ``--store`` (which then is not required)."""
-    parser.add_argument("--regions", metavar="FILE", default=None,
-                        help="a regions file (`terraform output -raw regions_toml`) instead of "
-                             f"--store: {what}; its per-region endpoint and profile apply")
+    parser.add_argument(
+        "--regions",
+        metavar="FILE",
+        default=None,
+        help="a regions file (`terraform output -raw regions_toml`) instead of "
+        f"--store: {what}; its per-region endpoint and profile apply",
+    )
 
 
 def regions_from_args(args: argparse.Namespace) -> RegionsConfig | None:
@@ -44,20 +61,26 @@ def regions_from_args(args: argparse.Namespace) -> RegionsConfig | None:
             raise UsageError("give --store URL, or --regions FILE")
         return None
     if args.store:
-        raise UsageError("--store and --regions exclude each other: the regions file names "
-                         "every store")
+        raise UsageError(
+            "--store and --regions exclude each other: the regions file names every store"
+        )
     return load_regions(args.regions)
 
 
 def add_region_arg(parser: argparse.ArgumentParser, without_regions: str) -> None:
-    parser.add_argument("--region", metavar="NAME|auto", default=None,
-                        help="with --regions: the region to read from, or 'auto' (the default): "
-                             "the fastest by latency and throughput measured at start-up; "
-                             f"without --regions: {without_regions}")
+    parser.add_argument(
+        "--region",
+        metavar="NAME|auto",
+        default=None,
+        help="with --regions: the region to read from, or 'auto' (the default): "
+        "the fastest by latency and throughput measured at start-up; "
+        f"without --regions: {without_regions}",
+    )
 
 
-def store_to_read(args: argparse.Namespace, *, max_lag_versions: int | None = None
-                  ) -> tuple[ObjectStore, RegionsConfig | None, RegionChoice | None]:
+def store_to_read(
+    args: argparse.Namespace, *, max_lag_versions: int | None = None
+) -> tuple[ObjectStore, RegionsConfig | None, RegionChoice | None]:
     """--store, or the region of --regions that --region names or measuring picks."""
     regions = regions_from_args(args)
     if regions is None:
@@ -67,12 +90,17 @@ def store_to_read(args: argparse.Namespace, *, max_lag_versions: int | None = No
 
 
 def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectStore:
-    return open_store(url or args.store, endpoint_url=args.endpoint_url, profile=args.profile,
-                      region=args.s3_region)
+    return open_store(
+        url or args.store,
+        endpoint_url=args.endpoint_url,
+        profile=args.profile,
+        region=args.s3_region,
+    )
 
 
-def subscriber_from_args(args: argparse.Namespace, store: ObjectStore | None = None,
-                         **kwargs: Any) -> Subscriber:
+def subscriber_from_args(
+    args: argparse.Namespace, store: ObjectStore | None = None, **kwargs: Any
+) -> Subscriber:
     verifier = Verifier.from_file(args.verify_key) if args.verify_key else None
     return Subscriber(store or open_from_args(args), verifier=verifier, **kwargs)
 

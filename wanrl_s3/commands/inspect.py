@@ -10,8 +10,9 @@ from .common import add_store_args, emit_json, human_bytes, subscriber_from_args
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("inspect", help="list versions (kind, sizes, density)",
-                              description=__doc__)
+    p = subparsers.add_parser(
+        "inspect", help="list versions (kind, sizes, density)", description=__doc__
+    )
     add_store_args(p)
     p.add_argument("--version", default=None, help="show this version's tensors")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -47,15 +48,19 @@ def run(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no versions at {args.store}")
         return 0
-    print(f"{'version':>9} {'kind':<5} {'base':>6} {'tensors':>7} {'raw':>11} {'stored':>11} "
-          f"{'density':>8}  created")
+    print(
+        f"{'version':>9} {'kind':<5} {'base':>6} {'tensors':>7} {'raw':>11} {'stored':>11} "
+        f"{'density':>8}  created"
+    )
     for r in rows:
         density = "" if r["density"] is None else f"{r['density']:.3%}"
         base = "" if r["base_version"] is None else str(r["base_version"])
         mark = "*" if r["latest"] else " "
-        print(f"{r['version']:>8}{mark} {r['kind']:<5} {base:>6} {r['tensors']:>7} "
-              f"{human_bytes(r['raw_bytes']):>11} {human_bytes(r['stored_bytes']):>11} "
-              f"{density:>8}  {r['created_at']}")
+        print(
+            f"{r['version']:>8}{mark} {r['kind']:<5} {base:>6} {r['tensors']:>7} "
+            f"{human_bytes(r['raw_bytes']):>11} {human_bytes(r['stored_bytes']):>11} "
+            f"{density:>8}  {r['created_at']}"
+        )
     print("* = LATEST")
     return 0
 
@@ -64,11 +69,15 @@ def _show_version(m: Manifest, as_json: bool) -> int:
     if as_json:
         emit_json(m.to_dict())
         return 0
-    print(f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
-          f"{m.keyframe_version}), run {m.run_id}, {len(m.tensors)} tensors, "
-          f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored")
+    print(
+        f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
+        f"{m.keyframe_version}), run {m.run_id}, {len(m.tensors)} tensors, "
+        f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored"
+    )
     for t in m.tensors:
         changed = "" if t.changed is None else f" changed={t.changed}"
-        print(f"  {t.name}  {t.dtype}{list(t.shape)}  {t.encoding} "
-              f"{human_bytes(t.stored_bytes)}{changed}")
+        print(
+            f"  {t.name}  {t.dtype}{list(t.shape)}  {t.encoding} "
+            f"{human_bytes(t.stored_bytes)}{changed}"
+        )
     return 0

@@ -11,10 +11,15 @@ from ..signing import generate_keypair
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("keygen", help="make a manifest signing key pair",
-                              description=__doc__)
-    p.add_argument("--out", required=True, metavar="NAME",
-                   help="writes NAME.pem (private, mode 600) and NAME.pub.pem (public)")
+    p = subparsers.add_parser(
+        "keygen", help="make a manifest signing key pair", description=__doc__
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="NAME",
+        help="writes NAME.pem (private, mode 600) and NAME.pub.pem (public)",
+    )
     p.set_defaults(func=run)
 
 
@@ -31,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
         public_path.write_bytes(public)
     except OSError as exc:
         raise UsageError(f"cannot write the key pair: {exc}") from exc
-    print(f"wrote {private_path} (keep it with the publisher) and {public_path} "
-          "(give it to workers: --verify-key)")
+    print(
+        f"wrote {private_path} (keep it with the publisher) and {public_path} "
+        "(give it to workers: --verify-key)"
+    )
     return 0

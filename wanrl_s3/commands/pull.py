@@ -27,18 +27,27 @@ from .common import (
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("pull", help="download and verify a version into a file",
-                              description=__doc__)
+    p = subparsers.add_parser(
+        "pull", help="download and verify a version into a file", description=__doc__
+    )
     add_store_args(p, required=False)
     add_regions_arg(p, "pull from one of its regions")
     add_region_arg(p, "not allowed")
-    p.add_argument("--visible-timeout-s", type=float, default=300.0, metavar="S",
-                   help="with --regions: how long to wait for a version still replicating "
-                        "(default 300)")
+    p.add_argument(
+        "--visible-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="with --regions: how long to wait for a version still replicating (default 300)",
+    )
     p.add_argument("--version", default="latest", help="a version number or 'latest'")
     p.add_argument("--out", required=True, metavar="FILE.safetensors")
-    p.add_argument("--have", metavar="FILE", default=None,
-                   help="a file from an earlier pull: download only the deltas after it")
+    p.add_argument(
+        "--have",
+        metavar="FILE",
+        default=None,
+        help="a file from an earlier pull: download only the deltas after it",
+    )
     p.add_argument("--concurrency", type=int, default=16, help="parallel ranged GETs")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
@@ -56,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         version = sub.resolve(args.version)
         have_version = None if have is None else have.version
         if choice is not None and not sub.is_visible(version, have_version):
-            print(f"v{version} is not yet whole in region {choice.region} (replicating): "
-                  f"waiting up to {args.visible_timeout_s:g} s", file=sys.stderr)
+            print(
+                f"v{version} is not yet whole in region {choice.region} (replicating): "
+                f"waiting up to {args.visible_timeout_s:g} s",
+                file=sys.stderr,
+            )
             wait_visible(sub, version, have_version, timeout_s=args.visible_timeout_s)
         plan = sub.plan(version, None if have is None else have.version)
         bar = ProgressBar(plan.download_bytes, f"pull v{version}")
@@ -82,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         emit_json(summary)
     else:
         via = " -> ".join(f"v{v}" for v in snap.path) or "local copy"
-        print(f"pulled v{snap.version} to {args.out}: {len(snap.tensors)} tensors, "
-              f"{human_bytes(snap.downloaded_bytes)} downloaded via {via} in {seconds:.2f} s "
-              f"({summary['mb_per_s']} MB/s), every tensor verified")
+        print(
+            f"pulled v{snap.version} to {args.out}: {len(snap.tensors)} tensors, "
+            f"{human_bytes(snap.downloaded_bytes)} downloaded via {via} in {seconds:.2f} s "
+            f"({summary['mb_per_s']} MB/s), every tensor verified"
+        )
     return 0

@@ -50,28 +50,42 @@ log = logging.getLogger("wanrl_s3.worker")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("worker", help="keep a directory at the newest version",
-                              description=__doc__)
+    p = subparsers.add_parser(
+        "worker", help="keep a directory at the newest version", description=__doc__
+    )
     add_store_args(p, required=False)
     add_regions_arg(p, "read from one of its regions")
     add_region_arg(p, "a label recorded in the status object")
-    p.add_argument("--max-lag-versions", type=int, default=None, metavar="N",
-                   help="with --regions: read from another region while this one lags the "
-                        "primary by more than N versions (default: never)")
+    p.add_argument(
+        "--max-lag-versions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --regions: read from another region while this one lags the "
+        "primary by more than N versions (default: never)",
+    )
     p.add_argument("--out-dir", required=True, metavar="DIR")
-    p.add_argument("--on-install", metavar="CMD", default=None,
-                   help="shell command run after each install")
+    p.add_argument(
+        "--on-install", metavar="CMD", default=None, help="shell command run after each install"
+    )
     p.add_argument("--worker-id", default=None, help="default: hostname-pid")
     p.add_argument("--poll-interval-s", type=float, default=10.0)
     p.add_argument("--concurrency", type=int, default=16)
-    p.add_argument("--exit-after", type=int, default=None, metavar="N",
-                   help="stop after N installs (for scripts and tests)")
+    p.add_argument(
+        "--exit-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N installs (for scripts and tests)",
+    )
     p.set_defaults(func=run)
 
 
 def _write_file(out_dir: Path, snap: Snapshot) -> None:
-    specs = [TensorSpec(n, t.dtype, t.shape) for n, t in (
-        (name, snap.manifest.by_name[name]) for name in snap.tensors)]  # type: ignore[union-attr]
+    specs = [
+        TensorSpec(n, t.dtype, t.shape)
+        for n, t in ((name, snap.manifest.by_name[name]) for name in snap.tensors)
+    ]  # type: ignore[union-attr]
     meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: snap.manifest.run_id}  # type: ignore[union-attr]
     with SafetensorsWriter(out_dir / MODEL_FILE, specs, meta) as w:
         for name, arr in snap.items():
@@ -98,10 +112,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--out-dir {out_dir} is not a directory")
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
-    failover_config = None if args.max_lag_versions is None else FailoverConfig(
-        args.max_lag_versions, check_interval_s=args.poll_interval_s)
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s wanrl-s3 worker: %(message)s")
+    failover_config = (
+        None
+        if args.max_lag_versions is None
+        else FailoverConfig(args.max_lag_versions, check_interval_s=args.poll_interval_s)
+    )
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 worker: %(message)s"
+    )
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     store, regions, choice = store_to_read(args, max_lag_versions=args.max_lag_versions)
     region = (args.region or "") if choice is None else choice.region
@@ -113,9 +131,13 @@ def run(args: argparse.Namespace) -> int:
         start = _start_from(sub, out_dir / MODEL_FILE)
         config = WatchConfig(poll_interval_s=args.poll_interval_s)
         with Watcher(sub, config, start_from=start) as watcher:
-            log.info("%s watching %s%s from v%s", worker_id, store.url,
-                     f" (region {region})" if region else "",
-                     None if start is None else start.version)
+            log.info(
+                "%s watching %s%s from v%s",
+                worker_id,
+                store.url,
+                f" (region {region})" if region else "",
+                None if start is None else start.version,
+            )
             failover = None
             if regions is not None and choice is not None and failover_config is not None:
                 failover = _failover(args, regions, choice, watcher, reporter, failover_config)
@@ -129,9 +151,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace, out_dir: Path, watcher: Watcher,
-           reporter: StatusReporter, failover: RegionFailover | None,
-           stop: threading.Event) -> None:
+def _serve(
+    args: argparse.Namespace,
+    out_dir: Path,
+    watcher: Watcher,
+    reporter: StatusReporter,
+    failover: RegionFailover | None,
+    stop: threading.Event,
+) -> None:
     """Install each version as it becomes ready, until stopped or --exit-after installs."""
     installs = 0
     while not stop.is_set():
@@ -148,15 +175,26 @@ def _serve(args: argparse.Namespace, out_dir: Path, watcher: Watcher,
             return
 
 
-def _failover(args: argparse.Namespace, regions: RegionsConfig, choice: RegionChoice,
-              watcher: Watcher, reporter: StatusReporter,
-              config: FailoverConfig) -> RegionFailover:
+def _failover(
+    args: argparse.Namespace,
+    regions: RegionsConfig,
+    choice: RegionChoice,
+    watcher: Watcher,
+    reporter: StatusReporter,
+    config: FailoverConfig,
+) -> RegionFailover:
     def subscriber_for(name: str) -> Subscriber:
         return subscriber_from_args(args, regions.store(name), concurrency=args.concurrency)
 
-    return RegionFailover(regions, choice.region, watcher, subscriber_for, config,
-                          order=choice.order,
-                          on_switch=lambda *a: _report(reporter.region_changed, *a))
+    return RegionFailover(
+        regions,
+        choice.region,
+        watcher,
+        subscriber_for,
+        config,
+        order=choice.order,
+        on_switch=lambda *a: _report(reporter.region_changed, *a),
+    )
 
 
 def _report(write: Callable[..., None], *args: object) -> None:
@@ -168,16 +206,28 @@ def _report(write: Callable[..., None], *args: object) -> None:
         log.warning("status object not written: %s", exc)
 
 
-def _after_install(args: argparse.Namespace, out_dir: Path, result: InstallResult,
-                   reporter: StatusReporter) -> None:
+def _after_install(
+    args: argparse.Namespace, out_dir: Path, result: InstallResult, reporter: StatusReporter
+) -> None:
     via = "->".join(f"v{v}" for v in result.path) or "local"
-    log.info("installed v%d via %s: %s in %.2f s download + %.2f s verify + %.2f s write; "
-             "%.1f s after publish", result.version, via, human_bytes(result.downloaded_bytes),
-             result.download_s, result.verify_s, result.apply_s, result.total_s)
+    log.info(
+        "installed v%d via %s: %s in %.2f s download + %.2f s verify + %.2f s write; "
+        "%.1f s after publish",
+        result.version,
+        via,
+        human_bytes(result.downloaded_bytes),
+        result.download_s,
+        result.verify_s,
+        result.apply_s,
+        result.total_s,
+    )
     error = None
     if args.on_install:
-        env = {**os.environ, "WANRL_S3_VERSION": str(result.version),
-               "WANRL_S3_PATH": str(out_dir / MODEL_FILE)}
+        env = {
+            **os.environ,
+            "WANRL_S3_VERSION": str(result.version),
+            "WANRL_S3_PATH": str(out_dir / MODEL_FILE),
+        }
         # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
         done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602
         if done.returncode != 0:

@@ -87,10 +87,14 @@ def staleness_budget(
         raise UsageError("give either staleness or kappa, not both (kappa = staleness - 1)")
     if kappa is not None:
         staleness = require_count("kappa", kappa) + 1
-    staleness = check_staleness(MIN_STALENESS if staleness is None else staleness, force=force,
-                                fix="pass --force")
-    return StalenessBudget(staleness=staleness, kappa=kappa_for_staleness(staleness),
-                           warning=stability_warning(staleness))
+    staleness = check_staleness(
+        MIN_STALENESS if staleness is None else staleness, force=force, fix="pass --force"
+    )
+    return StalenessBudget(
+        staleness=staleness,
+        kappa=kappa_for_staleness(staleness),
+        warning=stability_warning(staleness),
+    )
 
 
 def _check_inputs(t_train_s: float, t_bcast_s: float, kappa: int) -> None:

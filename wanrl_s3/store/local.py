@@ -82,8 +82,9 @@ class LocalStore(ObjectStore):
             raise
         return Path(name)
 
-    def _put(self, key: str, data: bytes, *, if_none_match: bool = False,
-             if_match: str | None = None) -> str:
+    def _put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
         path = self._path(key)
         tmp = self._write_tmp(path.parent, data)
         try:
@@ -215,5 +216,3 @@ class LocalStore(ObjectStore):
         tmp = dst.parent / f"{_TMP_PREFIX}{uuid.uuid4().hex}"
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
-
-

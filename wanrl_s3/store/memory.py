@@ -50,12 +50,13 @@ class MemoryStore(ObjectStore):
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         data = self._get(key).data  # type: ignore[union-attr]
-        chunk = data[offset:offset + len(buf)]
-        buf[:len(chunk)] = chunk
+        chunk = data[offset : offset + len(buf)]
+        buf[: len(chunk)] = chunk
         return len(chunk)
 
-    def _put(self, key: str, data: bytes, *, if_none_match: bool = False,
-             if_match: str | None = None) -> str:
+    def _put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
         with _LOCK:
             current = self._objects.get(key)
             if if_none_match and current is not None:

@@ -15,8 +15,7 @@ from ..errors import UsageError
 from .spec import ObjectStore
 
 known_implementations: dict[str, dict[str, str]] = {
-    "s3": {"class": "wanrl_s3.store.s3.S3Store",
-           "err": "s3:// needs boto3: pip install boto3"},
+    "s3": {"class": "wanrl_s3.store.s3.S3Store", "err": "s3:// needs boto3: pip install boto3"},
     "file": {"class": "wanrl_s3.store.local.LocalStore", "err": ""},
     "memory": {"class": "wanrl_s3.store.memory.MemoryStore", "err": ""},
 }
@@ -24,8 +23,9 @@ _ALIASES = {"s3a": "s3", "local": "file"}
 _registry: dict[str, type[ObjectStore]] = {}
 
 
-def register_implementation(protocol: str, cls: type[ObjectStore] | str,
-                            errtxt: str = "", *, clobber: bool = False) -> None:
+def register_implementation(
+    protocol: str, cls: type[ObjectStore] | str, errtxt: str = "", *, clobber: bool = False
+) -> None:
     """Map ``protocol`` to a class, or to a dotted path imported on first use."""
     if not clobber and (protocol in _registry or protocol in known_implementations):
         raise UsageError(f"store protocol {protocol!r} is already registered")
@@ -69,8 +69,14 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     protocol = _ALIASES.get(parts.scheme, parts.scheme)
     cls = get_store_class(protocol)
     if protocol == "s3":
-        return cls(parts.netloc, parts.path, **_filter(options, {
-            "endpoint_url", "profile", "region", "max_connections", "retry", "read_timeout_s"}))
+        return cls(
+            parts.netloc,
+            parts.path,
+            **_filter(
+                options,
+                {"endpoint_url", "profile", "region", "max_connections", "retry", "read_timeout_s"},
+            ),
+        )
     if protocol == "file":
         if parts.netloc not in ("", "localhost"):
             raise UsageError(f"file:// URLs take an absolute path, e.g. file:///data; got {url}")

@@ -93,8 +93,6 @@ class RetryPolicy:
                 return fn()
             except TransientStoreError as exc:
                 if attempt == self.max_attempts:
-                    raise StoreError(
-                        f"{what} failed after {attempt} attempts: {exc}"
-                    ) from exc
+                    raise StoreError(f"{what} failed after {attempt} attempts: {exc}") from exc
                 self.clock.sleep(self.delay_s(attempt))
         raise AssertionError("unreachable")  # pragma: no cover

@@ -44,10 +44,18 @@ RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
     TimeoutError,
 )
 #: S3 error codes that mean "try again later".
-RETRYABLE_CODES = frozenset({
-    "InternalError", "ServiceUnavailable", "SlowDown", "RequestTimeout", "503", "500",
-    "RequestTimeTooSkewed", "OperationAborted",
-})
+RETRYABLE_CODES = frozenset(
+    {
+        "InternalError",
+        "ServiceUnavailable",
+        "SlowDown",
+        "RequestTimeout",
+        "503",
+        "500",
+        "RequestTimeTooSkewed",
+        "OperationAborted",
+    }
+)
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
@@ -65,10 +73,19 @@ def _parse_ts(value: Any) -> float:
 class S3Store(ObjectStore):
     protocol = "s3"
 
-    def __init__(self, bucket: str, prefix: str = "", *, endpoint_url: str | None = None,
-                 profile: str | None = None, region: str | None = None,
-                 max_connections: int = 32, read_timeout_s: float = 60.0,
-                 retry: RetryPolicy | None = None, client: Any = None) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        profile: str | None = None,
+        region: str | None = None,
+        max_connections: int = 32,
+        read_timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        client: Any = None,
+    ) -> None:
         super().__init__(retry)
         if not bucket:
             raise UsageError("an s3:// URL needs a bucket: s3://BUCKET[/PREFIX]")
@@ -76,11 +93,11 @@ class S3Store(ObjectStore):
         self.prefix = prefix.strip("/")
         self.endpoint_url = endpoint_url or None
         self.profile = profile or None
-        self._client = client or self._make_client(profile, region, max_connections,
-                                                   read_timeout_s)
+        self._client = client or self._make_client(profile, region, max_connections, read_timeout_s)
 
-    def _make_client(self, profile: str | None, region: str | None, max_connections: int,
-                     read_timeout_s: float) -> Any:
+    def _make_client(
+        self, profile: str | None, region: str | None, max_connections: int, read_timeout_s: float
+    ) -> Any:
         config = Config(
             max_pool_connections=max_connections,
             retries={"total_max_attempts": 1},
@@ -92,9 +109,12 @@ class S3Store(ObjectStore):
         )
         try:
             session = boto3.session.Session(profile_name=profile or None)
-            return session.client("s3", endpoint_url=self.endpoint_url,
-                                  region_name=region or session.region_name or "us-east-1",
-                                  config=config)
+            return session.client(
+                "s3",
+                endpoint_url=self.endpoint_url,
+                region_name=region or session.region_name or "us-east-1",
+                config=config,
+            )
         except bx.ProfileNotFound as exc:
             raise UsageError(f"AWS profile {profile!r} is not configured") from exc
         except ValueError as exc:
@@ -108,7 +128,7 @@ class S3Store(ObjectStore):
         return f"{self.prefix}/{key}" if self.prefix else key
 
     def _rel(self, full_key: str) -> str:
-        return full_key[len(self.prefix) + 1:] if self.prefix else full_key
+        return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
 
     def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
         """One request, with its failures translated into our error classes."""
@@ -136,8 +156,10 @@ class S3Store(ObjectStore):
         if code in _PRECONDITION_CODES or status in (409, 412):
             return PreconditionFailedError(f"{where}: precondition failed ({code})")
         if code == "NoSuchBucket":
-            return StoreError(f"bucket {self.bucket!r} does not exist at "
-                              f"{self.endpoint_url or 'the default endpoint'}")
+            return StoreError(
+                f"bucket {self.bucket!r} does not exist at "
+                f"{self.endpoint_url or 'the default endpoint'}"
+            )
         if code in RETRYABLE_CODES or status >= 500:
             return TransientStoreError(f"{where}: {code or status}")
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
@@ -159,21 +181,23 @@ class S3Store(ObjectStore):
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         end = offset + len(buf) - 1
-        resp = self._call(f"GET {key}", self._client.get_object, Key=self._key(key),
-                          Range=f"bytes={offset}-{end}")
+        resp = self._call(
+            f"GET {key}", self._client.get_object, Key=self._key(key), Range=f"bytes={offset}-{end}"
+        )
         done = 0
         try:
             for chunk in resp["Body"].iter_chunks(_CHUNK_BYTES):
                 n = min(len(chunk), len(buf) - done)
-                buf[done:done + n] = chunk[:n]
+                buf[done : done + n] = chunk[:n]
                 done += n
         except RETRYABLE_EXCEPTIONS as exc:
             if done == 0:
                 raise TransientStoreError(f"GET {key}: {exc}") from exc
         return done
 
-    def _put(self, key: str, data: bytes, *, if_none_match: bool = False,
-             if_match: str | None = None) -> str:
+    def _put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
         kwargs: dict[str, Any] = {"Key": self._key(key), "Body": data}
         if if_none_match:
             kwargs["IfNoneMatch"] = "*"
@@ -186,61 +210,95 @@ class S3Store(ObjectStore):
             resp = self._call(f"HEAD {key}", self._client.head_object, Key=self._key(key))
         except NotFoundError:
             return None
-        return ObjectInfo(key, int(resp["ContentLength"]), resp["ETag"],
-                          _parse_ts(resp.get("LastModified")))
+        return ObjectInfo(
+            key, int(resp["ContentLength"]), resp["ETag"], _parse_ts(resp.get("LastModified"))
+        )
 
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         token: dict[str, str] = {}
         while True:
-            resp = self._call(f"LIST {prefix}", self._client.list_objects_v2,
-                              Prefix=self._key(prefix), **token)
+            resp = self._call(
+                f"LIST {prefix}", self._client.list_objects_v2, Prefix=self._key(prefix), **token
+            )
             for item in resp.get("Contents", []):
-                yield ObjectInfo(self._rel(item["Key"]), int(item["Size"]), item["ETag"],
-                                 _parse_ts(item.get("LastModified")))
+                yield ObjectInfo(
+                    self._rel(item["Key"]),
+                    int(item["Size"]),
+                    item["ETag"],
+                    _parse_ts(item.get("LastModified")),
+                )
             if not resp.get("IsTruncated"):
                 return
             token = {"ContinuationToken": resp["NextContinuationToken"]}
 
     def _delete(self, keys: list[str]) -> None:
-        resp = self._call("DELETE", self._client.delete_objects, Delete={
-            "Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True})
+        resp = self._call(
+            "DELETE",
+            self._client.delete_objects,
+            Delete={"Objects": [{"Key": self._key(k)} for k in keys], "Quiet": True},
+        )
         errors = [e for e in resp.get("Errors", []) if e.get("Code") != "NoSuchKey"]
         if errors:
             first = errors[0]
             raise StoreError(f"{self.url}: DELETE {first.get('Key')}: {first.get('Code')}")
 
     def _mpu_create(self, key: str) -> str:
-        return str(self._call(f"CREATE upload {key}", self._client.create_multipart_upload,
-                              Key=self._key(key))["UploadId"])
+        return str(
+            self._call(
+                f"CREATE upload {key}", self._client.create_multipart_upload, Key=self._key(key)
+            )["UploadId"]
+        )
 
     def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        return str(self._call(f"PUT {key} part {part_number}", self._client.upload_part,
-                              Key=self._key(key), UploadId=upload_id,
-                              PartNumber=part_number, Body=data)["ETag"])
+        return str(
+            self._call(
+                f"PUT {key} part {part_number}",
+                self._client.upload_part,
+                Key=self._key(key),
+                UploadId=upload_id,
+                PartNumber=part_number,
+                Body=data,
+            )["ETag"]
+        )
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
-        resp = self._call(f"COMPLETE {key}", self._client.complete_multipart_upload,
-                          Key=self._key(key), UploadId=upload_id, MultipartUpload={
-                              "Parts": [{"PartNumber": n, "ETag": e} for n, e in sorted(parts)]})
+        resp = self._call(
+            f"COMPLETE {key}",
+            self._client.complete_multipart_upload,
+            Key=self._key(key),
+            UploadId=upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in sorted(parts)]},
+        )
         return str(resp["ETag"])
 
     def _mpu_abort(self, key: str, upload_id: str) -> None:
         with contextlib.suppress(NotFoundError):
-            self._call(f"ABORT {key}", self._client.abort_multipart_upload,
-                       Key=self._key(key), UploadId=upload_id)
+            self._call(
+                f"ABORT {key}",
+                self._client.abort_multipart_upload,
+                Key=self._key(key),
+                UploadId=upload_id,
+            )
 
     def _mpu_list(self, prefix: str) -> Iterator[PendingUpload]:
         marker: dict[str, str] = {}
         while True:
-            resp = self._call("LIST uploads", self._client.list_multipart_uploads,
-                              Prefix=self._key(prefix), **marker)
+            resp = self._call(
+                "LIST uploads",
+                self._client.list_multipart_uploads,
+                Prefix=self._key(prefix),
+                **marker,
+            )
             for up in resp.get("Uploads", []):
-                yield PendingUpload(self._rel(up["Key"]), up["UploadId"],
-                                    _parse_ts(up.get("Initiated")))
+                yield PendingUpload(
+                    self._rel(up["Key"]), up["UploadId"], _parse_ts(up.get("Initiated"))
+                )
             if not resp.get("IsTruncated"):
                 return
-            marker = {"KeyMarker": resp["NextKeyMarker"],
-                      "UploadIdMarker": resp["NextUploadIdMarker"]}
+            marker = {
+                "KeyMarker": resp["NextKeyMarker"],
+                "UploadIdMarker": resp["NextUploadIdMarker"],
+            }
 
     def _copy(self, src_key: str, dst_key: str) -> None:
         self._copy_from(self, src_key, dst_key)
@@ -251,12 +309,18 @@ class S3Store(ObjectStore):
         Same endpoint and same credentials profile: one service, so the copy
         runs inside it; anything else is left to the caller to stream.
         """
-        if not (isinstance(source, S3Store) and source.endpoint_url == self.endpoint_url
-                and source.profile == self.profile):
+        if not (
+            isinstance(source, S3Store)
+            and source.endpoint_url == self.endpoint_url
+            and source.profile == self.profile
+        ):
             return False
         try:
-            self._client.copy({"Bucket": source.bucket, "Key": source._key(src_key)},
-                              self.bucket, self._key(dst_key))
+            self._client.copy(
+                {"Bucket": source.bucket, "Key": source._key(src_key)},
+                self.bucket,
+                self._key(dst_key),
+            )
         except bx.ClientError as exc:
             raise self._translate(exc, f"COPY {source.url}/{src_key}") from exc
         except RETRYABLE_EXCEPTIONS as exc:

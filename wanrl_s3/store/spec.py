@@ -92,8 +92,9 @@ class ObjectStore:
         """
         raise NotImplementedError
 
-    def _put(self, key: str, data: bytes, *, if_none_match: bool = False,
-             if_match: str | None = None) -> str:
+    def _put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
         """Write a whole object, return its ETag; PreconditionFailedError if a condition fails."""
         raise NotImplementedError
 
@@ -175,8 +176,9 @@ class ObjectStore:
                 ) from last_error
             self.retry.clock.sleep(self.retry.delay_s(failures))
 
-    def put_bytes(self, key: str, data: bytes, *, if_none_match: bool = False,
-                  if_match: str | None = None) -> str:
+    def put_bytes(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
         check_key(key)
         return self.retry.call(
             lambda: self._put(key, data, if_none_match=if_none_match, if_match=if_match),
@@ -193,14 +195,15 @@ class ObjectStore:
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         if prefix:
             check_key(prefix.rstrip("/"), field_name="prefix")
-        return self.retry.call(lambda: sorted(self._list(prefix), key=lambda o: o.key),
-                               f"LIST {prefix or '/'}")
+        return self.retry.call(
+            lambda: sorted(self._list(prefix), key=lambda o: o.key), f"LIST {prefix or '/'}"
+        )
 
     def delete(self, keys: list[str]) -> None:
         for key in keys:
             check_key(key)
         for start in range(0, len(keys), 1000):  # S3's DeleteObjects limit
-            batch = keys[start:start + 1000]
+            batch = keys[start : start + 1000]
             self.retry.call(lambda b=batch: self._delete(b), f"DELETE {len(batch)} objects")
 
     def copy(self, src_key: str, dst_key: str) -> None:
@@ -208,9 +211,17 @@ class ObjectStore:
         check_key(dst_key)
         self.retry.call(lambda: self._copy(src_key, dst_key), f"COPY {src_key}")
 
-    def copy_from(self, source: ObjectStore, src_key: str, dst_key: str, *, size: int,
-                  executor: Executor, part_bytes: int,
-                  slots: threading.Semaphore | None = None) -> bool:
+    def copy_from(
+        self,
+        source: ObjectStore,
+        src_key: str,
+        dst_key: str,
+        *,
+        size: int,
+        executor: Executor,
+        part_bytes: int,
+        slots: threading.Semaphore | None = None,
+    ) -> bool:
         """Copy ``size`` bytes of another store's object here; True if it went server-side.
 
         Server-side where both stores live on one service (S3 CopyObject across
@@ -220,13 +231,14 @@ class ObjectStore:
         """
         check_key(src_key)
         check_key(dst_key)
-        if self.retry.call(lambda: self._copy_from(source, src_key, dst_key),
-                           f"COPY {source.url}/{src_key}"):
+        if self.retry.call(
+            lambda: self._copy_from(source, src_key, dst_key), f"COPY {source.url}/{src_key}"
+        ):
             return True
         with self.open_writer(dst_key, executor, part_bytes=part_bytes, slots=slots) as writer:
             buf = memoryview(bytearray(min(part_bytes, size)))
             for offset in range(0, size, part_bytes):
-                piece = buf[:min(part_bytes, size - offset)]
+                piece = buf[: min(part_bytes, size - offset)]
                 source.read_into(src_key, offset, piece)
                 writer.write(piece)
             writer.close()
@@ -236,20 +248,28 @@ class ObjectStore:
         return self.retry.call(lambda: list(self._mpu_list(prefix)), "LIST uploads")
 
     def abort_upload(self, pending: PendingUpload) -> None:
-        self.retry.call(lambda: self._mpu_abort(pending.key, pending.upload_id),
-                        f"ABORT {pending.key}")
+        self.retry.call(
+            lambda: self._mpu_abort(pending.key, pending.upload_id), f"ABORT {pending.key}"
+        )
 
-    def open_writer(self, key: str, executor: Executor, *, part_bytes: int,
-                    max_in_flight: int = 8,
-                    slots: threading.Semaphore | None = None) -> ObjectWriter:
+    def open_writer(
+        self,
+        key: str,
+        executor: Executor,
+        *,
+        part_bytes: int,
+        max_in_flight: int = 8,
+        slots: threading.Semaphore | None = None,
+    ) -> ObjectWriter:
         """A streaming writer: parts upload in parallel on ``executor``.
 
         ``slots`` bounds the parts held in memory; pass one semaphore to several
         writers to bound them together.
         """
         check_key(key)
-        return ObjectWriter(self, key, executor, part_bytes=part_bytes,
-                            max_in_flight=max_in_flight, slots=slots)
+        return ObjectWriter(
+            self, key, executor, part_bytes=part_bytes, max_in_flight=max_in_flight, slots=slots
+        )
 
 
 @dataclass
@@ -360,8 +380,7 @@ class ObjectWriter:
             self.abort()
 
 
-def compare_and_swap(store: ObjectStore, key: str, expected_etag: str | None,
-                     data: bytes) -> str:
+def compare_and_swap(store: ObjectStore, key: str, expected_etag: str | None, data: bytes) -> str:
     """Replace ``key`` only if it still has ``expected_etag`` (``None``: only if absent).
 
     Raises :class:`PreconditionFailedError` when someone else moved it first.
