@@ -1,0 +1,289 @@
+"""The adapter's settings: frozen, validated, and named by the Hydra key that sets them.
+
+verl hands our settings over as keyword arguments (the checkpoint engine's
+``engine_kwargs.wanrl_s3``: a plain dict on trainer ranks, a ``DictConfig`` on
+rollout ranks) or as one mapping (the sampler's ``sampler_kwargs``). Either way a
+mistake must surface as one line that names the full Hydra key and the fix, because
+verl shows it as a Ray worker's exception, far from the config file. So every
+check here is explicit and raises :class:`wanrl_s3.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, TypeVar
+
+from wanrl_s3 import layout
+from wanrl_s3.errors import UsageError
+from wanrl_s3.publisher import DELTA_MODES
+from wanrl_s3.regions import RegionsConfig, load_regions
+from wanrl_s3.staleness import StalenessConfig, check_staleness
+from wanrl_s3.store import ObjectStore, open_store
+
+from .versions import VersionMap
+
+ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.wanrl_s3"
+SAMPLER_KEY = "trainer.v1.sampler.sampler_kwargs"
+QUEUE_KEY = "wanrl_s3.message_queue"
+DTYPES = ("bf16", "keep")
+
+C = TypeVar("C", bound="_Settings")
+
+
+def plain_mapping(values: object, where: str) -> dict[str, Any]:
+    """A plain ``dict`` from a dict, any Mapping, or an OmegaConf ``DictConfig`` (resolved)."""
+    if values is None:
+        return {}
+    to_container = _omegaconf_to_container(values)
+    if to_container is not None:
+        values = to_container
+    if not isinstance(values, Mapping):
+        raise UsageError(f"{where} must be a mapping of settings, got {type(values).__name__}")
+    return {str(k): v for k, v in values.items()}
+
+
+def _omegaconf_to_container(values: object) -> dict[str, Any] | None:
+    if type(values).__module__.split(".")[0] != "omegaconf":
+        return None
+    from omegaconf import OmegaConf
+
+    container = OmegaConf.to_container(values, resolve=True)  # type: ignore[arg-type]
+    return container if isinstance(container, dict) else None  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """Shared checks; subclasses name their Hydra key in ``KEY``."""
+
+    KEY: ClassVar[str] = ""
+
+    @classmethod
+    def from_mapping(cls: type[C], values: object) -> C:
+        """Build from verl's mapping; unknown or missing keys are refused by name."""
+        given = plain_mapping(values, cls.KEY)
+        known = [f.name for f in fields(cls) if f.init]
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise UsageError(
+                f"{cls.KEY}.{unknown[0]} is not a setting of the wanrl_s3 adapter; "
+                f"valid keys: {', '.join(known)}"
+            )
+        missing = [
+            f.name
+            for f in fields(cls)
+            if f.init
+            and f.default is MISSING
+            and f.default_factory is MISSING
+            and f.name not in given
+        ]
+        if missing:
+            raise UsageError(
+                f"{cls.KEY}.{missing[0]} is required; set it, e.g. '+{cls.KEY}.{missing[0]}=...'"
+            )
+        return cls(**given)
+
+    def _fail(self, name: str, problem: str, value: object) -> UsageError:
+        return UsageError(f"{self.KEY}.{name} {problem}, got {value!r}")
+
+    def _str(self, name: str, *, required: bool = False) -> None:
+        value = getattr(self, name)
+        if value is None:
+            if required:
+                raise UsageError(
+                    f"{self.KEY}.{name} is required; set it, e.g. '+{self.KEY}.{name}=...'"
+                )
+            return
+        if not isinstance(value, str) or not value:
+            raise self._fail(name, "must be a non-empty string", value)
+
+    def _int(self, name: str, minimum: int) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self._fail(name, f"must be an integer >= {minimum}", value)
+
+    def _float(self, name: str, minimum: float, *, strict: bool) -> None:
+        value = getattr(self, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._fail(name, "must be a number of seconds", value)
+        if value < minimum or (strict and value == minimum):
+            raise self._fail(name, f"must be {'>' if strict else '>='} {minimum:g}", value)
+        object.__setattr__(self, name, float(value))
+
+    def _choice(self, name: str, choices: tuple[str, ...]) -> None:
+        value = getattr(self, name)
+        if value not in choices:
+            raise self._fail(name, f"must be one of {', '.join(choices)}", value)
+
+    def _bool(self, name: str) -> None:
+        value = getattr(self, name)
+        if not isinstance(value, bool):
+            raise self._fail(name, "must be true or false", value)
+
+
+@dataclass(frozen=True)
+class StoreSettings(_Settings):
+    """Where the snapshots live: one store (``store_url``) or a regions file (``regions``)."""
+
+    store_url: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    s3_region: str | None = None
+    regions: str | None = None  # a regions file (terraform output -raw regions_toml)
+
+    def __post_init__(self) -> None:
+        for name in ("store_url", "endpoint_url", "profile", "s3_region", "regions"):
+            self._str(name)
+        if self.store_url is not None and self.regions is not None:
+            raise UsageError(
+                f"{self.KEY}.store_url and {self.KEY}.regions exclude each other: "
+                "the regions file names every store; set one of them"
+            )
+
+    def regions_config(self) -> RegionsConfig | None:
+        if self.regions is None:
+            return None
+        try:
+            return load_regions(self.regions)
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.regions: {exc}") from exc
+
+    def open_store(self) -> ObjectStore:
+        """The one store of ``store_url``."""
+        if self.store_url is None:
+            raise UsageError(
+                f"{self.KEY}.store_url is required (or {self.KEY}.regions), "
+                "e.g. s3://bucket/run-prefix"
+            )
+        try:
+            return open_store(
+                self.store_url,
+                endpoint_url=self.endpoint_url,
+                profile=self.profile,
+                region=self.s3_region,
+            )
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.store_url: {exc}") from exc
+
+    @property
+    def where(self) -> str:
+        """The store, or the regions file, for messages."""
+        return self.store_url or f"the regions of {self.regions}"
+
+    def publish_stores(self) -> list[ObjectStore]:
+        """Where a publisher writes: the store, or the regions its mode has it write."""
+        regions = self.regions_config()
+        if regions is None:
+            return [self.open_store()]
+        return [r.store() for r in regions.publish_regions]
+
+    def all_stores(self) -> list[ObjectStore]:
+        """Every store rollout workers may report to: the store, or every region's."""
+        regions = self.regions_config()
+        if regions is None:
+            return [self.open_store()]
+        return [r.store() for r in regions.regions]
+
+
+@dataclass(frozen=True)
+class EngineSettings(StoreSettings):
+    """``engine_kwargs.wanrl_s3``: both sides of the checkpoint engine."""
+
+    KEY: ClassVar[str] = ENGINE_KEY
+
+    delta: str = "auto"
+    keyframe_every: int = 10
+    publish_every: int = 1
+    dtype: str = "bf16"
+    poll_interval_s: float = 2.0
+    concurrency: int = 16
+    wait_for_first_s: float = 600.0
+    worker_id: str = "verl"
+    signing_key: str | None = None
+    verify_key: str | None = None
+    region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._str("store_url", required=self.regions is None)
+        self._str("region", required=True)
+        self._choice("delta", DELTA_MODES)
+        self._int("keyframe_every", 1)
+        self._int("publish_every", 1)
+        self._choice("dtype", DTYPES)
+        self._float("poll_interval_s", 0.0, strict=True)
+        self._int("concurrency", 1)
+        self._float("wait_for_first_s", 0.0, strict=False)
+        self._str("worker_id", required=True)
+        try:
+            layout.check_worker_id(self.worker_id)
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.worker_id: {exc}") from exc
+        self._str("signing_key")
+        self._str("verify_key")
+
+    def read_store(self) -> tuple[ObjectStore, str]:
+        """A rollout engine's store and the region it is in ("" without regions)."""
+        regions = self.regions_config()
+        if regions is None:
+            return self.open_store(), ""
+        from wanrl_s3.probe import choose_region
+
+        try:
+            choice = choose_region(regions, self.region)
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.region: {exc}") from exc
+        return regions.store(choice.region), choice.region
+
+    def rollout_worker_id(self) -> str:
+        """This process's id in the bucket's workers/ folder: the prefix, host and pid."""
+        host = "".join(c if c.isalnum() or c in "._-" else "-" for c in socket.gethostname())
+        return f"{self.worker_id}-{host or 'host'}-{os.getpid()}"[:128]
+
+
+@dataclass(frozen=True)
+class FilterSettings(StoreSettings):
+    """The staleness budget and, optionally, the store whose rollout workers say what they hold.
+
+    Without ``store_url`` a trajectory's verl tag (``min_global_steps``) is taken at
+    face value; with it, the tag is mapped to the policy version the rollout
+    workers had actually installed at that step (see :mod:`wanrl_s3_verl.versions`).
+    """
+
+    KEY: ClassVar[str] = SAMPLER_KEY
+
+    staleness: int = 3
+    force: bool = False
+    worker_id: str = ""  # only rollout workers whose id starts with this; "" = all
+    refresh_s: float = 5.0
+    staleness_config: StalenessConfig = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self._bool("force")
+        self._int("staleness", 1)
+        if not isinstance(self.worker_id, str):
+            raise self._fail("worker_id", "must be a string (a worker id prefix)", self.worker_id)
+        self._float("refresh_s", 0.0, strict=False)
+        try:
+            check_staleness(self.staleness, force=self.force, fix=f"set {self.KEY}.force=true")
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.staleness: {exc}") from exc
+        object.__setattr__(
+            self, "staleness_config", StalenessConfig(self.staleness, force=self.force)
+        )
+
+    def version_map(self) -> VersionMap | None:
+        """What the rollout workers report, or None without a store (tags at face value)."""
+        if self.store_url is None and self.regions is None:
+            return None
+        return VersionMap(self.all_stores(), worker_prefix=self.worker_id, refresh_s=self.refresh_s)
+
+
+@dataclass(frozen=True)
+class QueueSettings(FilterSettings):
+    """The fully-async MessageQueue adapter's settings (same keys as the sampler's)."""
+
+    KEY: ClassVar[str] = QUEUE_KEY

@@ -1,0 +1,254 @@
+"""What a verl step tag really means: the policy version the rollout workers held.
+
+verl stamps every trajectory with the ``global_steps`` of the last weight sync
+(``min_global_steps``/``max_global_steps``), whatever the checkpoint engine
+installed at that sync. Our rollout side installs the newest version it has
+*ready* and never waits for a download, so after sync ``g`` a worker may still
+hold version ``g - 2``, or nothing new at all when the trainer publishes only
+every ``publish_every`` syncs. Taken at face value, the tag would under-state
+staleness by that gap (the version hazard, docs/verl.md).
+
+So each rollout engine records, in its status object in the bucket, the map
+``global_steps -> installed version`` (:class:`StepStatusWriter`), and the
+trainer's staleness filters translate a tag through :class:`VersionMap`: the
+*oldest* version any rollout worker held at that step. A trajectory cannot say
+which worker generated it, so the oldest is the only choice that never admits a
+trajectory older than the budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+
+from wanrl_s3 import layout
+from wanrl_s3.errors import ManifestError, UsageError, WanrlError
+from wanrl_s3.fleet import HISTORY, STATUS_FORMAT, WorkerStatus
+from wanrl_s3.store import ObjectStore
+from wanrl_s3.watch import InstallResult
+
+log = logging.getLogger(__name__)
+
+#: The extra field of a rollout engine's status object.
+STEPS_FIELD = "steps"
+#: How many syncs each status object remembers (a few bytes each).
+STEPS_KEPT = 1024
+
+
+class StepStatusWriter:
+    """A rollout engine's status object: the core's worker-status format plus ``steps``.
+
+    ``steps`` maps each ``global_steps`` this engine synced at to the wanrl version it
+    held afterwards (``null``: none yet). The core's readers (``wanrl-s3 status``)
+    read the rest as usual and ignore the extra field. Writes go out in order on one
+    background thread, so a slow PUT never lengthens verl's weight-sync pause.
+    """
+
+    def __init__(
+        self, store: ObjectStore, worker_id: str, *, region: str = "", kept: int = STEPS_KEPT
+    ) -> None:
+        self.store = store
+        self.key = layout.worker_status_key(worker_id)
+        self.status = WorkerStatus(worker_id, region)
+        self.steps: dict[int, int | None] = {}
+        self._kept = kept
+        self._lock = threading.Lock()
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="wanrl-status")
+        self._last: Future[None] | None = None
+
+    def synced(
+        self, global_steps: int, version: int | None, installed: InstallResult | None = None
+    ) -> Future[None]:
+        """Record that after sync ``global_steps`` this engine holds ``version``."""
+        with self._lock:
+            s = self.status
+            if installed is not None:
+                s = replace(
+                    s,
+                    installed_version=installed.version,
+                    installs=(*s.installs, installed.to_dict())[-HISTORY:],
+                    downloaded_bytes_total=s.downloaded_bytes_total + installed.downloaded_bytes,
+                    last_error=None,
+                )
+            self.steps[global_steps] = version
+            while len(self.steps) > self._kept:
+                del self.steps[min(self.steps)]
+            return self._submit(s)
+
+    def error(self, message: str) -> Future[None]:
+        with self._lock:
+            return self._submit(replace(self.status, last_error=message))
+
+    def _submit(self, status: WorkerStatus) -> Future[None]:
+        """Queue the write of ``status`` and the steps map; caller holds the lock."""
+        self.status = replace(status, updated_at_s=time.time())
+        body = json.loads(self.status.to_json())
+        body[STEPS_FIELD] = {str(k): v for k, v in sorted(self.steps.items())}
+        self._last = self._writer.submit(self._put, json.dumps(body).encode())
+        return self._last
+
+    def _put(self, data: bytes) -> None:
+        try:
+            self.store.put_bytes(self.key, data)
+        except WanrlError as exc:  # the next sync writes again; training must go on
+            log.warning("could not write the status object %s: %s", self.key, exc)
+
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Wait until every queued write has been attempted."""
+        last = self._last
+        if last is not None:
+            last.result(timeout_s)
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
+
+
+@dataclass(frozen=True)
+class WorkerSteps:
+    worker_id: str
+    steps: Mapping[int, int | None]
+
+
+def read_worker_steps(data: bytes) -> WorkerSteps:
+    """The steps map of one status object; ManifestError if it is malformed or has none."""
+    try:
+        body = json.loads(data)
+        if body.get("format") != STATUS_FORMAT:
+            raise ValueError("not a worker status object")
+        raw = body[STEPS_FIELD]
+        steps = {int(k): None if v is None else int(v) for k, v in raw.items()}
+        return WorkerSteps(str(body["worker_id"]), steps)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ManifestError(f"not a rollout engine's status object: {exc}") from exc
+
+
+class VersionMap:
+    """``global_steps`` -> the oldest policy version any rollout worker held at that step.
+
+    Built from the status objects of the rollout engines (those with a ``steps``
+    map and an id starting with ``worker_prefix``) in every store given (each
+    region's workers report to their own region), re-read at most every
+    ``refresh_s`` seconds, and sooner (at most once a second) when asked about a
+    step it has not seen yet. For a step no worker recorded, the newest recorded
+    step before it stands in (versions only grow, so that is older, never newer);
+    with no record at all the answer is 0, the oldest possible version, and a
+    warning says so: a filter must never admit what it cannot place.
+    """
+
+    def __init__(
+        self,
+        stores: ObjectStore | Sequence[ObjectStore],
+        *,
+        worker_prefix: str = "",
+        refresh_s: float = 5.0,
+        min_refresh_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if refresh_s < 0 or min_refresh_s < 0:
+            raise UsageError("refresh_s and min_refresh_s must be >= 0")
+        self.stores = (stores,) if isinstance(stores, ObjectStore) else tuple(stores)
+        if not self.stores:
+            raise UsageError("a VersionMap needs at least one store")
+        self.worker_prefix = worker_prefix
+        self.refresh_s = refresh_s
+        self.min_refresh_s = min_refresh_s
+        self._clock = clock
+        self._workers: list[WorkerSteps] = []
+        self._newest_step: int | None = None
+        self._read_at: float | None = None
+        self._cache: dict[int, int] = {}
+        self._lock = threading.Lock()
+        self._warned = False
+
+    @property
+    def workers(self) -> tuple[WorkerSteps, ...]:
+        return tuple(self._workers)
+
+    def refresh(self) -> None:
+        """Re-read every rollout engine's status object now."""
+        prefix = f"{layout.WORKERS_DIR}/{self.worker_prefix}"
+        objects = [
+            (store, info.key)
+            for store in self.stores
+            for info in store.list(prefix)
+            if info.key.endswith(".json")
+        ]
+        with ThreadPoolExecutor(
+            min(8, max(1, len(objects))), thread_name_prefix="wanrl-map"
+        ) as pool:
+            blobs = list(pool.map(_get_or_none, objects))
+        workers = []
+        for data in blobs:
+            if data is None:
+                continue
+            try:
+                workers.append(read_worker_steps(data))
+            except ManifestError:
+                continue  # a plain `wanrl-s3 worker`, or a broken object: not a verl engine
+        with self._lock:
+            self._workers = workers
+            self._newest_step = max((s for w in workers for s in w.steps), default=None)
+            self._read_at = self._clock()
+            self._cache.clear()
+
+    def true_version(self, global_steps: int) -> int:
+        """The oldest version a rollout worker held after the sync tagged ``global_steps``."""
+        self._maybe_refresh(global_steps)
+        with self._lock:
+            cached = self._cache.get(global_steps)
+            if cached is None:
+                cached = self._cache[global_steps] = self._lookup(global_steps)
+            return cached
+
+    def _maybe_refresh(self, global_steps: int) -> None:
+        read_at = self._read_at
+        if read_at is None:
+            self.refresh()
+            return
+        age_s = self._clock() - read_at
+        unseen = self._newest_step is None or global_steps > self._newest_step
+        if age_s >= self.refresh_s or (unseen and age_s >= self.min_refresh_s):
+            self.refresh()
+
+    def _lookup(self, global_steps: int) -> int:
+        """The rule of the class docstring; caller holds the lock."""
+        exact = [w.steps[global_steps] for w in self._workers if global_steps in w.steps]
+        if exact:
+            return min(0 if v is None else v for v in exact)
+        before = []
+        for w in self._workers:
+            earlier = [s for s in w.steps if s < global_steps]
+            if earlier:
+                v = w.steps[max(earlier)]
+                before.append(0 if v is None else v)
+        if before:
+            return min(before)
+        if not self._warned:
+            self._warned = True
+            log.warning(
+                "no rollout engine has recorded what it held at step %d (nor before) "
+                "in %s (%s/): counting such trajectories as version 0. Is the rollout "
+                "side using the wanrl_s3 checkpoint engine with this store?",
+                global_steps,
+                ", ".join(store.url for store in self.stores),
+                layout.WORKERS_DIR,
+            )
+        return 0
+
+
+def _get_or_none(where: tuple[ObjectStore, str]) -> bytes | None:
+    store, key = where
+    try:
+        return store.get_bytes(key)
+    except WanrlError:
+        return None  # deleted meanwhile, or unreadable: skip this worker
+
+
+def face_value(global_steps: int) -> int:
+    """The version of a step tag without a store: the tag itself."""
+    return global_steps
