@@ -41,10 +41,23 @@ class WorkerStatus:
     downloaded_bytes_total: int = 0
     last_error: str | None = None
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
+    # Fields an integration adds (e.g. verl's step -> version map); readers ignore them.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_install(self, result: InstallResult) -> WorkerStatus:
+        """This status after one more install."""
+        return replace(
+            self,
+            installed_version=result.version,
+            installs=(*self.installs, result.to_dict())[-HISTORY:],
+            downloaded_bytes_total=self.downloaded_bytes_total + result.downloaded_bytes,
+            last_error=None,
+        )
 
     def to_json(self) -> bytes:
         return json.dumps(
             {
+                **self.extra,
                 "format": STATUS_FORMAT,
                 "worker_id": self.worker_id,
                 "region": self.region,
@@ -91,16 +104,7 @@ class StatusReporter:
         self.status = WorkerStatus(worker_id, region)
 
     def installed(self, result: InstallResult) -> None:
-        s = self.status
-        self._write(
-            replace(
-                s,
-                installed_version=result.version,
-                installs=(*s.installs, result.to_dict())[-HISTORY:],
-                downloaded_bytes_total=s.downloaded_bytes_total + result.downloaded_bytes,
-                last_error=None,
-            )
-        )
+        self._write(self.status.with_install(result))
 
     def error(self, message: str) -> None:
         self._write(replace(self.status, last_error=message))

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from wanrl_s3 import layout
 from wanrl_s3.errors import ManifestError, UsageError, WanrlError
-from wanrl_s3.fleet import HISTORY, STATUS_FORMAT, WorkerStatus
+from wanrl_s3.fleet import STATUS_FORMAT, WorkerStatus
 from wanrl_s3.store import ObjectStore
 from wanrl_s3.watch import InstallResult
 
@@ -66,15 +66,7 @@ class StepStatusWriter:
     ) -> Future[None]:
         """Record that after sync ``global_steps`` this engine holds ``version``."""
         with self._lock:
-            s = self.status
-            if installed is not None:
-                s = replace(
-                    s,
-                    installed_version=installed.version,
-                    installs=(*s.installs, installed.to_dict())[-HISTORY:],
-                    downloaded_bytes_total=s.downloaded_bytes_total + installed.downloaded_bytes,
-                    last_error=None,
-                )
+            s = self.status if installed is None else self.status.with_install(installed)
             self.steps[global_steps] = version
             while len(self.steps) > self._kept:
                 del self.steps[min(self.steps)]
@@ -86,10 +78,9 @@ class StepStatusWriter:
 
     def _submit(self, status: WorkerStatus) -> Future[None]:
         """Queue the write of ``status`` and the steps map; caller holds the lock."""
-        self.status = replace(status, updated_at_s=time.time())
-        body = json.loads(self.status.to_json())
-        body[STEPS_FIELD] = {str(k): v for k, v in sorted(self.steps.items())}
-        self._last = self._writer.submit(self._put, json.dumps(body).encode())
+        steps = {str(k): v for k, v in sorted(self.steps.items())}
+        self.status = replace(status, updated_at_s=time.time(), extra={STEPS_FIELD: steps})
+        self._last = self._writer.submit(self._put, self.status.to_json())
         return self._last
 
     def _put(self, data: bytes) -> None:
