@@ -355,3 +355,11 @@ def test_the_module_imports_no_trainer_stack() -> None:
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_offer_at_get_counts_drops_where_they_happen() -> None:
+    f = StalenessFilter(StalenessConfig(staleness=3), learner_version=10)
+    assert not f.offer("old", version=2, at_get=True)
+    assert not f.offer("old", version=2)
+    m = f.snapshot()
+    assert m["staleness/dropped_at_get"] == 1 and m["staleness/dropped_at_put"] == 1

@@ -302,12 +302,18 @@ class StalenessFilter(Generic[T]):
 
     # -- bare decisions (no sink) ----------------------------------------------------------
 
-    def offer(self, item: T, *, version: int | Sequence[int] | None = None) -> bool:
-        """One final decision for an item (callable sinks, replay buffers): admit or drop."""
+    def offer(
+        self, item: T, *, version: int | Sequence[int] | None = None, at_get: bool = False
+    ) -> bool:
+        """One final decision for an item (callable sinks, replay buffers): admit or drop.
+
+        ``at_get``: the decision is made where items are taken (a consumer-side
+        adapter), so a drop counts as ``dropped_at_get``.
+        """
         oldest = self._oldest(item, version)
         with self._lock:
             self._generated += 1
-            return self._decide(self._learner_version - oldest, at_get=False)
+            return self._decide(self._learner_version - oldest, at_get=at_get)
 
     def check_in(self, item: T, *, version: int | Sequence[int] | None = None) -> bool:
         """Producer side of a queue: False (dropped) if already too old, else pending."""

@@ -208,7 +208,7 @@ class StalenessMessageQueueClient(MessageQueueClient):
             local.filter.advance(learner)
         tag, payload = ours
         version = face_value(tag) if local.versions is None else local.versions.true_version(tag)
-        admitted = local.filter.offer(payload, version=version)
+        admitted = local.filter.offer(payload, version=version, at_get=True)
         local.decisions += 1
         if self.log_every and local.decisions % self.log_every == 0:
             log.info("wanrl_s3 queue filter: %s", self.staleness_metrics(reset=False))

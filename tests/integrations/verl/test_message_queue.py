@@ -113,6 +113,7 @@ def test_stale_samples_are_dropped_at_get_and_counted(
     assert got == [(b"sample-2", 3), (b"sample-5", 1), (None, 0)]
     m = client.staleness_metrics()
     assert (m["staleness/generated"], m["staleness/admitted"], m["staleness/dropped"]) == (4, 2, 2)
+    assert m["staleness/dropped_at_get"] == 2 and m["staleness/dropped_at_put"] == 0
     assert (m["staleness/age_hist/0"], m["staleness/age_hist/3"]) == (1, 1)
     assert m["staleness/learner_version"] == 5
     # verl's own statistics still come through, with ours beside them
