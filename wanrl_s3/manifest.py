@@ -213,11 +213,7 @@ def _iso(ts_s: float) -> str:
 
 
 def parse_iso(text: str) -> float:
-    return (
-        dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ")
-        .replace(tzinfo=dt.UTC)
-        .timestamp()
-    )
+    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.UTC).timestamp()
 
 
 # -- the strict reader ----------------------------------------------------------
