@@ -2,10 +2,13 @@
 
     .venv/bin/python benchmarks/transfer.py [--gib 1] [--repeat 3]
 
-Both tools talk to the same moto server (its own process, 127.0.0.1) in the same
-run. wanrl-s3 publishes a safetensors snapshot of random bf16 tensors (so nothing
-compresses) and pulls it back into a file with every tensor hash-verified; s5cmd
-uploads and downloads the same file. Best of ``--repeat`` runs each.
+Everything talks to one moto server (its own process, 127.0.0.1) in the same run.
+wanrl-s3 publishes a safetensors snapshot of random bf16 tensors (nothing
+compresses) in 64 MiB payload objects and pulls it back into a file with every
+tensor hash-verified. s5cmd moves the same bytes twice: as the one file, and cut
+into the same 64 MiB objects (moto copies a whole object for every ranged GET and
+for every multipart completion, so object size matters on this server; the second
+layout is the like-for-like comparison). Best of ``--repeat`` runs each.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import ml_dtypes
@@ -29,6 +33,7 @@ from wanrl_s3.subscriber import Subscriber
 from wanrl_s3.testing import local_s3, make_bucket
 
 MiB = 2**20
+OBJECT_BYTES = PublishConfig().object_bytes
 
 
 def make_snapshot(path: Path, gib: float) -> int:
@@ -47,10 +52,21 @@ def make_snapshot(path: Path, gib: float) -> int:
     return size
 
 
-def best(fn, repeat: int) -> float:
+def split(src: Path, out: Path, piece_bytes: int) -> None:
+    out.mkdir()
+    with open(src, "rb") as f:
+        i = 0
+        while chunk := f.read(piece_bytes):
+            (out / f"{i:06d}.bin").write_bytes(chunk)
+            i += 1
+
+
+def best_s(fn: Callable[[int], None], repeat: int) -> float:
     times = []
     for i in range(repeat):
-        times.append(fn(i))
+        t = time.perf_counter()
+        fn(i)
+        times.append(time.perf_counter() - t)
     return min(times)
 
 
@@ -65,70 +81,69 @@ def main() -> None:
     try:
         src = work / "snapshot.safetensors"
         nbytes = make_snapshot(src, args.gib)
+        split(src, work / "pieces", OBJECT_BYTES)
         tensors = dict(SafetensorsFile(src).items())
         with local_s3() as endpoint:
             bucket = make_bucket(endpoint, "bench")
             store = open_store(f"s3://{bucket}/wanrl", endpoint_url=endpoint)
             cfg = PublishConfig(delta="never", concurrency=args.concurrency)
 
-            def ours_up(i: int) -> float:
-                t = time.perf_counter()
-                Publisher(store, cfg).publish(tensors, i + 1)
-                return time.perf_counter() - t
+            def s5(*argv: str) -> None:
+                subprocess.run(
+                    [s5cmd, "--endpoint-url", endpoint, *argv],
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                )
 
-            def ours_down(i: int) -> float:
-                t = time.perf_counter()
+            def ours_pull(i: int) -> None:
                 with Subscriber(store, concurrency=args.concurrency) as sub:
                     pull_to_file(sub, work / "ours.safetensors", i + 1)
-                return time.perf_counter() - t
 
-            def s5_up(i: int) -> float:
-                t = time.perf_counter()
-                subprocess.run(
-                    [
-                        s5cmd,
-                        "--endpoint-url",
-                        endpoint,
-                        "cp",
-                        str(src),
-                        f"s3://{bucket}/s5/{i}/snapshot.safetensors",
-                    ],
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
-                return time.perf_counter() - t
+            def s5_pull(remote: str, local: Path) -> None:
+                s5("cp", remote, str(local))
+                shutil.rmtree(local) if local.is_dir() else local.unlink()
 
-            def s5_down(i: int) -> float:
-                dst = work / f"s5-{i}.safetensors"
-                t = time.perf_counter()
-                subprocess.run(
-                    [
-                        s5cmd,
-                        "--endpoint-url",
-                        endpoint,
-                        "cp",
-                        f"s3://{bucket}/s5/{i}/snapshot.safetensors",
-                        str(dst),
-                    ],
-                    check=True,
-                    stdout=subprocess.DEVNULL,
-                )
-                took = time.perf_counter() - t
-                dst.unlink()
-                return took
-
-            up_ours, up_s5 = best(ours_up, args.repeat), best(s5_up, args.repeat)
-            down_ours, down_s5 = best(ours_down, args.repeat), best(s5_down, args.repeat)
-        mb = nbytes / 1e6
-        print(
-            f"snapshot: {nbytes / 2**30:.2f} GiB of bf16, moto_server on 127.0.0.1, "
-            f"best of {args.repeat}"
-        )
-        print(f"{'direction':<10} {'wanrl-s3 MB/s':>14} {'s5cmd MB/s':>11} {'ratio':>6}")
-        for name, ours, s5 in (("publish", up_ours, up_s5), ("pull", down_ours, down_s5)):
-            print(f"{name:<10} {mb / ours:>14.0f} {mb / s5:>11.0f} {s5 / ours:>6.2f}")
+            rows = {
+                "wanrl-s3": (
+                    best_s(lambda i: Publisher(store, cfg).publish(tensors, i + 1), args.repeat),
+                    best_s(ours_pull, args.repeat),
+                ),
+                "s5cmd, one file": (
+                    best_s(
+                        lambda i: s5("cp", str(src), f"s3://{bucket}/one/{i}/s.bin"), args.repeat
+                    ),
+                    best_s(
+                        lambda i: s5_pull(f"s3://{bucket}/one/{i}/s.bin", work / "one.bin"),
+                        args.repeat,
+                    ),
+                ),
+                f"s5cmd, {OBJECT_BYTES // MiB} MiB objects": (
+                    best_s(
+                        lambda i: s5("cp", f"{work / 'pieces'}/*", f"s3://{bucket}/obj/{i}/"),
+                        args.repeat,
+                    ),
+                    best_s(
+                        lambda i: s5_pull(f"s3://{bucket}/obj/{i}/*", work / "obj"), args.repeat
+                    ),
+                ),
+            }
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    mb = nbytes / 1e6
+    print(
+        f"snapshot: {nbytes / 2**30:.2f} GiB of random bf16, moto_server on 127.0.0.1, "
+        f"best of {args.repeat}"
+    )
+    print(f"{'':<24} {'publish MB/s':>12} {'pull MB/s':>10}")
+    for name, (up, down) in rows.items():
+        print(f"{name:<24} {mb / up:>12.0f} {mb / down:>10.0f}")
+    ours_up, ours_down = rows["wanrl-s3"]
+    fastest_up = min(up for name, (up, _) in rows.items() if name != "wanrl-s3")
+    fastest_down = min(down for name, (_, down) in rows.items() if name != "wanrl-s3")
+    print(
+        f"wanrl-s3 / fastest s5cmd: publish {fastest_up / ours_up:.2f}x, "
+        f"pull {fastest_down / ours_down:.2f}x"
+    )
 
 
 if __name__ == "__main__":

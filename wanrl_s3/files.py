@@ -39,8 +39,12 @@ def pull_to_file(
     *,
     have: Snapshot | None = None,
     progress: object = None,
+    durable: bool = False,
 ) -> Snapshot:
-    """Download, verify and write ``version`` as a .safetensors file, atomically."""
+    """Download, verify and write ``version`` as a .safetensors file, atomically.
+
+    ``durable`` also flushes it to disk before the rename (see SafetensorsWriter.commit).
+    """
     target = sub.manifest(sub.resolve(version))
     specs = [TensorSpec(t.name, t.dtype, t.shape) for t in target.tensors]
     metadata = {VERSION_KEY: str(target.version), RUN_ID_KEY: target.run_id}
@@ -48,5 +52,5 @@ def pull_to_file(
         snap = sub.fetch(
             target.version, have=have, alloc=lambda e: writer.array(e.name), progress=progress
         )  # type: ignore[arg-type]
-        writer.commit()
+        writer.commit(durable=durable)
     return snap

@@ -67,7 +67,7 @@ class Subscriber:
         store: ObjectStore,
         *,
         concurrency: int = 16,
-        range_bytes: int = 16 * MiB,
+        range_bytes: int = 64 * MiB,  # one GET per default-sized payload object
         verifier: Any = None,
         manifest_cache: int = 256,
     ) -> None:

@@ -49,6 +49,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a file from an earlier pull: download only the deltas after it",
     )
     p.add_argument("--concurrency", type=int, default=16, help="parallel ranged GETs")
+    p.add_argument(
+        "--fsync", action="store_true", help="flush the file to disk before renaming it into place"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run)
 
@@ -74,7 +77,9 @@ def run(args: argparse.Namespace) -> int:
         plan = sub.plan(version, None if have is None else have.version)
         bar = ProgressBar(plan.download_bytes, f"pull v{version}")
         try:
-            snap = pull_to_file(sub, args.out, version, have=have, progress=bar.update)
+            snap = pull_to_file(
+                sub, args.out, version, have=have, progress=bar.update, durable=args.fsync
+            )
         finally:
             bar.close()
     seconds = time.monotonic() - start

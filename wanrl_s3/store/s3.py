@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import http.client
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,7 +60,47 @@ RETRYABLE_CODES = frozenset(
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
-_CHUNK_BYTES = 1 << 18  # small enough that a dropped connection loses little
+_CHUNK_BYTES = 1 << 20  # per read: a dropped connection loses at most this much
+
+
+class _StreamBroke(Exception):
+    """The body stopped early; ``done`` bytes of it are already in the buffer."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(done)
+        self.done = done
+
+
+def _stream_into(body: Any, buf: memoryview) -> int:
+    """Read a response body straight into ``buf``; returns the bytes read.
+
+    Fast path: ``readinto`` on the HTTP response under botocore's stream, one
+    copy from the socket into the tensor's memory instead of three (chunk
+    bytes, botocore, our buffer); this is what lets a pull keep up with s5cmd.
+    It relies on botocore/urllib3 internals, so it is taken only when they are
+    there; otherwise chunks are copied. Reads go in ``_CHUNK_BYTES`` steps so a
+    dropped connection loses little, and ``_StreamBroke`` reports what arrived.
+    """
+    raw = getattr(body, "_raw_stream", None)
+    fp = getattr(raw, "_fp", None)
+    done = 0
+    try:
+        if fp is not None and hasattr(fp, "readinto") and hasattr(raw, "release_conn"):
+            while done < len(buf):
+                n = fp.readinto(buf[done : done + _CHUNK_BYTES])
+                if not n:
+                    break
+                done += n
+            raw.release_conn()  # the body is consumed: the connection can be reused
+            return done
+        for chunk in body.iter_chunks(_CHUNK_BYTES):
+            n = min(len(chunk), len(buf) - done)
+            buf[done : done + n] = chunk[:n]
+            done += n
+        return done
+    except (*RETRYABLE_EXCEPTIONS, http.client.HTTPException, OSError) as exc:
+        body.close()
+        raise _StreamBroke(done) from exc
 
 
 class _NotModified(StoreError):
@@ -184,15 +225,14 @@ class S3Store(ObjectStore):
         resp = self._call(
             f"GET {key}", self._client.get_object, Key=self._key(key), Range=f"bytes={offset}-{end}"
         )
+        body = resp["Body"]
         done = 0
         try:
-            for chunk in resp["Body"].iter_chunks(_CHUNK_BYTES):
-                n = min(len(chunk), len(buf) - done)
-                buf[done : done + n] = chunk[:n]
-                done += n
-        except RETRYABLE_EXCEPTIONS as exc:
+            done = _stream_into(body, buf)
+        except _StreamBroke as broke:  # keep what arrived; the caller resumes after it
+            done = broke.done
             if done == 0:
-                raise TransientStoreError(f"GET {key}: {exc}") from exc
+                raise TransientStoreError(f"GET {key}: {broke.__cause__}") from broke.__cause__
         return done
 
     def _put(
