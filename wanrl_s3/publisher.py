@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,12 +180,18 @@ class Publisher:
         )
 
     def publish(
-        self, tensors: StateDict, version: int, *, metadata: Mapping[str, str] | None = None
+        self,
+        tensors: StateDict,
+        version: int,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        progress: Callable[[int], None] | None = None,
     ) -> PublishResult:
         """Publish ``tensors`` (a mapping, or (name, tensor) pairs) as ``version``.
 
         Raises VersionConflictError, changing nothing, if the version exists or
-        LATEST is already at or past it.
+        LATEST is already at or past it. ``progress`` gets each tensor's byte
+        count once it is encoded and handed to the uploads.
         """
         layout.check_version(version)
         start = time.monotonic()
@@ -197,7 +203,7 @@ class Publisher:
             if not self._keeps_base
             else (prior.bits if prior is not None and not prior.borrowed else {})
         )
-        draft = self._write(iter_items(tensors), version, base, held)
+        draft = self._write(iter_items(tensors), version, base, held, progress)
         manifest = draft.manifest(self.run_id, version, metadata or {})
         if base is not None and self._delta_too_big(manifest):
             source = held if held is not None else tensors if isinstance(tensors, Mapping) else None
@@ -259,6 +265,7 @@ class Publisher:
         version: int,
         base: _Base | None,
         held: dict[str, np.ndarray] | None,
+        progress: Callable[[int], None] | None = None,
     ) -> _Draft:
         cfg = self.config
         writer = PayloadWriter(
@@ -273,6 +280,8 @@ class Publisher:
         try:
             for name, x in items:
                 entries.append(self._encode(name, x, writer, held, base))
+                if progress is not None:
+                    progress(entries[-1].nbytes)
             objects = writer.close()
         except BaseException:
             writer.abort()

@@ -341,7 +341,10 @@ class Watcher:
             with self._lock:
                 self._state.downloading = None
         with self._lock:
-            seen = self._state.seen_at_s.pop(want, self.clock.time())
+            seen_at = self._state.seen_at_s
+            seen = seen_at.pop(want, self.clock.time())
+            for skipped in [v for v in seen_at if v < want]:  # superseded: never installed
+                del seen_at[skipped]
             self._state.ready = _Ready(snap, seen, self.clock.time())
             self._state.last_error = None
             self._lock.notify_all()

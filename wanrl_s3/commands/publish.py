@@ -13,6 +13,7 @@ import argparse
 from ..chain import lineage, safe_lookup
 from ..errors import UsageError
 from ..files import load_snapshot
+from ..progress import ProgressBar
 from ..publisher import DELTA_MODES, PublishConfig, Publisher
 from ..safetensors_io import iter_source, read_source
 from ..signing import Signer
@@ -89,7 +90,11 @@ def run(args: argparse.Namespace) -> int:
     if args.delta != "never":
         _adopt_base(publisher, store, args.base, args.keyframe_every)
     tensors = dict(iter_source(files))
-    result = publisher.publish(tensors, args.version)
+    bar = ProgressBar(sum(a.nbytes for a in tensors.values()), f"publish v{args.version}")
+    try:
+        result = publisher.publish(tensors, args.version, progress=bar.update)
+    finally:
+        bar.close()
     if args.json:
         emit_json(
             {
