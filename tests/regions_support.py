@@ -22,6 +22,7 @@ from wanrl_s3 import layout
 from wanrl_s3.publisher import PublishConfig
 from wanrl_s3.regions import Region, RegionsConfig
 from wanrl_s3.store import ObjectStore
+from wanrl_s3.synthetic import nudge_state
 
 KiB = 2**10
 # Small objects, so that a version spans several payload objects to replicate out of order.
@@ -37,14 +38,8 @@ def model(seed: int, kib: int = 32, n: int = 4) -> dict[str, np.ndarray]:
 
 
 def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    """The next policy: a few bits flipped in every tensor (a sparse delta)."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for name, arr in state.items():
-        bits = arr.view(np.uint16).copy()
-        bits[rng.random(bits.shape) < 0.02] ^= 1
-        out[name] = bits.view(ml_dtypes.bfloat16)
-    return out
+    """The next policy: 2% of the values moved by one ulp (a sparse delta)."""
+    return nudge_state(state, 0.02, seed=seed)
 
 
 def one_pass(state: dict[str, np.ndarray], seen: list[str]) -> Iterator[tuple[str, np.ndarray]]:

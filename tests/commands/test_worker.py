@@ -18,6 +18,7 @@ from wanrl_s3.cli import main
 from wanrl_s3.files import load_snapshot
 from wanrl_s3.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
+from wanrl_s3.synthetic import nudge_state
 
 MiB = 2**20
 
@@ -32,13 +33,7 @@ def model(seed: int, mib: float = 1) -> dict[str, np.ndarray]:
 
 
 def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    out = {}
-    for k, a in state.items():
-        bits = a.view(np.uint16).copy()
-        bits[rng.random(bits.shape) < 0.01] ^= 1
-        out[k] = bits.view(ml_dtypes.bfloat16)
-    return out
+    return nudge_state(state, 0.01, seed=seed)
 
 
 def start_worker(
