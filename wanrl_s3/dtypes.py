@@ -8,6 +8,7 @@ compares and XORs bit patterns through it, never float values (invariant 3).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -27,7 +28,7 @@ class DType:
         return self.numpy.itemsize
 
 
-def _dt(name: str, np_type: object, bits: object, torch_name: str) -> DType:
+def _dt(name: str, np_type: Any, bits: Any, torch_name: str) -> DType:
     return DType(
         name, np.dtype(np_type).newbyteorder("<"), np.dtype(bits).newbyteorder("<"), torch_name
     )

@@ -9,6 +9,7 @@ every tensor verified; a failed pull leaves the old file, if any, untouched.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from . import layout
@@ -38,7 +39,7 @@ def pull_to_file(
     version: int | str | None = None,
     *,
     have: Snapshot | None = None,
-    progress: object = None,
+    progress: Callable[[int], None] | None = None,
     durable: bool = False,
 ) -> Snapshot:
     """Download, verify and write ``version`` as a .safetensors file, atomically.
@@ -51,6 +52,6 @@ def pull_to_file(
     with SafetensorsWriter(Path(path), specs, metadata) as writer:
         snap = sub.fetch(
             target.version, have=have, alloc=lambda e: writer.array(e.name), progress=progress
-        )  # type: ignore[arg-type]
+        )
         writer.commit(durable=durable)
     return snap

@@ -240,9 +240,9 @@ class _Fields:
         return self.raw[name]
 
     def opt_int(self, name: str, lo: int, hi: int) -> int | None:
-        return None if self.raw.get(name) is None else self.int(name, lo, hi)
+        return None if self.raw.get(name) is None else self.get_int(name, lo, hi)
 
-    def int(self, name: str, lo: int, hi: int) -> int:
+    def get_int(self, name: str, lo: int, hi: int) -> int:
         v = self.get(name)
         if isinstance(v, bool) or not isinstance(v, int):
             raise self.fail(name, f"must be an integer, got {v!r}")
@@ -250,7 +250,7 @@ class _Fields:
             raise self.fail(name, f"must be between {lo} and {hi}, got {v}")
         return v
 
-    def str(
+    def get_str(
         self,
         name: str,
         pattern: re.Pattern[str] | None = None,
@@ -266,7 +266,7 @@ class _Fields:
             raise self.fail(name, f"must be one of {', '.join(choices)}, got {v!r}")
         return v
 
-    def list(self, name: str, max_len: int) -> list[Any]:
+    def get_list(self, name: str, max_len: int) -> list[Any]:
         v = self.get(name)
         if not isinstance(v, list):
             raise self.fail(name, "must be a list")
@@ -306,7 +306,7 @@ def _parse_manifest(f: _Fields) -> Manifest:
     fmt = f.get("format")
     if fmt != FORMAT:
         raise f.fail("format", f"must be {FORMAT!r}, got {fmt!r}")
-    schema = f.int("schema_version", 1, 10**6)
+    schema = f.get_int("schema_version", 1, 10**6)
     if schema != SCHEMA_VERSION:
         raise f.fail(
             "schema_version",
@@ -316,11 +316,11 @@ def _parse_manifest(f: _Fields) -> Manifest:
     f = _Fields(f.raw, f.path, _TOP_FIELDS)
     if f.get("hash_algorithm") != hashing.ALGORITHM:
         raise f.fail("hash_algorithm", f"must be {hashing.ALGORITHM!r}")
-    version = f.int("version", 0, layout.MAX_VERSION)
-    kind = f.str("kind", choices=KINDS)
+    version = f.get_int("version", 0, layout.MAX_VERSION)
+    kind = f.get_str("kind", choices=KINDS)
     base, keyframe = _parse_lineage(f, version, kind)
     try:
-        created = parse_iso(f.str("created_at", max_len=40))
+        created = parse_iso(f.get_str("created_at", max_len=40))
     except ValueError:
         raise f.fail(
             "created_at", "must be an ISO-8601 UTC time like 2026-01-31T12:00:00.000000Z"
@@ -328,14 +328,14 @@ def _parse_manifest(f: _Fields) -> Manifest:
     objects = _parse_objects(f)
     tensors = tuple(
         _parse_tensor(_Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
-        for i, t in enumerate(f.list("tensors", MAX_TENSORS))
+        for i, t in enumerate(f.get_list("tensors", MAX_TENSORS))
     )
     if not tensors:
         raise f.fail("tensors", "must not be empty")
     _check_names_unique(f, tensors)
     _check_ranges(f, objects, tensors)
     return Manifest(
-        run_id=f.str("run_id", _RUN_ID_RE),
+        run_id=f.get_str("run_id", _RUN_ID_RE),
         version=version,
         created_at_s=created,
         kind=kind,
@@ -343,14 +343,14 @@ def _parse_manifest(f: _Fields) -> Manifest:
         objects=tuple(objects.values()),
         base_version=base,
         keyframe_version=keyframe,
-        metadata=_parse_str_map(f, "metadata"),
-        signature=_parse_str_map(f, "signature", optional=True),
+        metadata=_parse_str_map(f, "metadata") or {},
+        signature=_parse_str_map(f, "signature"),
     )
 
 
 def _parse_lineage(f: _Fields, version: int, kind: str) -> tuple[int | None, int]:
     base = f.opt_int("base_version", 0, layout.MAX_VERSION)
-    keyframe = f.int("keyframe_version", 0, layout.MAX_VERSION)
+    keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
     if kind == "full":
         if base is not None:
             raise f.fail("base_version", "must be null for a full version")
@@ -366,10 +366,11 @@ def _parse_lineage(f: _Fields, version: int, kind: str) -> tuple[int | None, int
     return base, keyframe
 
 
-def _parse_str_map(f: _Fields, name: str, optional: bool = False) -> dict[str, str] | None:
+def _parse_str_map(f: _Fields, name: str) -> dict[str, str] | None:
+    """An object of short strings; None when the field is absent or null."""
     v = f.get(name, optional=True)
     if v is None:
-        return None if optional else {}
+        return None
     if (
         not isinstance(v, dict)
         or len(v) > 256
@@ -384,27 +385,27 @@ def _parse_str_map(f: _Fields, name: str, optional: bool = False) -> dict[str, s
 
 def _parse_objects(f: _Fields) -> dict[str, ObjectRef]:
     objects: dict[str, ObjectRef] = {}
-    for i, raw in enumerate(f.list("objects", MAX_TENSORS)):
+    for i, raw in enumerate(f.get_list("objects", MAX_TENSORS)):
         o = _Fields(raw, f"{f.path}: objects[{i}]", ("key", "size"))
-        key = o.str("key", max_len=512)
+        key = o.get_str("key", max_len=512)
         try:
             check_key(key, field_name="key")
         except UsageError as exc:
             raise o.fail("key", f"escapes the version directory or is malformed: {exc}") from None
         if key in objects or key == layout.MANIFEST_NAME:
             raise o.fail("key", f"{key!r} is listed twice or names the manifest")
-        size = o.int("size", 0, MAX_OBJECT_BYTES)
+        size = o.get_int("size", 0, MAX_OBJECT_BYTES)
         objects[key] = ObjectRef(key, size)
     return objects
 
 
 def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
-    name = t.str("name", max_len=MAX_NAME_CHARS)
+    name = t.get_str("name", max_len=MAX_NAME_CHARS)
     try:
-        dtype = dtypes.by_name(t.str("dtype", max_len=16))
+        dtype = dtypes.by_name(t.get_str("dtype", max_len=16))
     except UsageError as exc:
         raise t.fail("dtype", str(exc)) from None
-    shape_raw = t.list("shape", MAX_NDIM)
+    shape_raw = t.get_list("shape", MAX_NDIM)
     if not all(
         isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**48 for d in shape_raw
     ):
@@ -415,14 +416,14 @@ def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
         raise t.fail(
             "shape", f"{shape} makes {nbytes} bytes, over the {MAX_TENSOR_BYTES}-byte limit"
         )
-    encoding = t.str("encoding", choices=ENCODINGS)
+    encoding = t.get_str("encoding", choices=ENCODINGS)
     if encoding == "xor-delta" and kind != "delta":
         raise t.fail("encoding", "xor-delta is only allowed in delta versions")
-    digest = t.str("hash", hashing.HEX_RE)
-    stored_hash = t.str("stored_hash", hashing.HEX_RE)
+    digest = t.get_str("hash", hashing.HEX_RE)
+    stored_hash = t.get_str("stored_hash", hashing.HEX_RE)
     segments = tuple(
         _parse_segment(_Fields(s, f"{t.path}.segments[{j}]", ("key", "offset", "length")))
-        for j, s in enumerate(t.list("segments", 1_000_000))
+        for j, s in enumerate(t.get_list("segments", 1_000_000))
     )
     stored = sum(s.length for s in segments)
     if encoding == "raw":
@@ -440,9 +441,9 @@ def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
 
 
 def _parse_segment(s: _Fields) -> Segment:
-    key = s.str("key", max_len=512)
-    offset = s.int("offset", 0, MAX_OBJECT_BYTES)
-    length = s.int("length", 1, MAX_OBJECT_BYTES)
+    key = s.get_str("key", max_len=512)
+    offset = s.get_int("offset", 0, MAX_OBJECT_BYTES)
+    length = s.get_int("length", 1, MAX_OBJECT_BYTES)
     return Segment(key, offset, length)
 
 
@@ -528,14 +529,18 @@ class Latest:
         )
         if f.get("format") != LATEST_FORMAT:
             raise f.fail("format", f"must be {LATEST_FORMAT!r}")
-        version = f.int("version", 0, layout.MAX_VERSION)
-        keyframe = f.int("keyframe_version", 0, layout.MAX_VERSION)
+        version = f.get_int("version", 0, layout.MAX_VERSION)
+        keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
         if f.get("manifest") != layout.manifest_key(version):
             raise f.fail("manifest", f"must be {layout.manifest_key(version)!r}")
         try:
-            published = parse_iso(f.str("published_at", max_len=40))
+            published = parse_iso(f.get_str("published_at", max_len=40))
         except ValueError:
             raise f.fail("published_at", "must be an ISO-8601 UTC time") from None
         return cls(
-            version, f.str("run_id", _RUN_ID_RE), f.str("kind", choices=KINDS), keyframe, published
+            version,
+            f.get_str("run_id", _RUN_ID_RE),
+            f.get_str("kind", choices=KINDS),
+            keyframe,
+            published,
         )

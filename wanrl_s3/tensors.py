@@ -77,7 +77,7 @@ def to_torch(arr: np.ndarray, device: str | None = None) -> Any:
 
 def byte_view(arr: np.ndarray) -> memoryview:
     """The array's bytes without a copy (the array must be C-contiguous)."""
-    flat = arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
+    flat: Any = arr.reshape(-1).view(np.uint8) if arr.size else np.empty(0, np.uint8)
     return memoryview(flat)
 
 

@@ -472,9 +472,9 @@ def _pack_fields(fields: np.ndarray, k: int) -> np.ndarray:
         rows = fields.astype("<u8").view(np.uint8).reshape(n, 8)
         bits = np.unpackbits(rows, axis=1, bitorder="little")[:, :k]
         return np.packbits(bits, bitorder="little")
-    groups = np.zeros(-(-n // 8) * 8, np.uint64)
-    groups[:n] = fields
-    groups = groups.reshape(-1, 8)
+    flat = np.zeros(-(-n // 8) * 8, np.uint64)
+    flat[:n] = fields
+    groups = flat.reshape(-1, 8)
     words = groups[:, 0].copy()
     for j in range(1, 8):  # strided passes beat a (groups, 8) temporary here
         words |= groups[:, j] << np.uint64(j * k)
@@ -567,7 +567,9 @@ def _values_params(level: int) -> zstandard.ZstdCompressionParameters:
 
 
 def _compress(raw: np.ndarray, params: zstandard.ZstdCompressionParameters) -> bytes:
-    return zstandard.ZstdCompressor(compression_params=params).compress(raw)
+    return zstandard.ZstdCompressor(compression_params=params).compress(
+        raw.tobytes() if not raw.flags.c_contiguous else raw.data
+    )
 
 
 def _decompress(section: memoryview, limit: int, *, exact: bool, what: str) -> bytes:
@@ -651,7 +653,9 @@ def _check_out(base: np.ndarray, out: np.ndarray | None) -> None:
         raise UsageError("out must be a writeable C-contiguous array")
 
 
-def _payload_bytes(payload: DeltaPayload | bytes | bytearray | memoryview) -> bytes | memoryview:
+def _payload_bytes(
+    payload: DeltaPayload | bytes | bytearray | memoryview,
+) -> bytes | bytearray | memoryview:
     if isinstance(payload, DeltaPayload):
         return payload.data
     if isinstance(payload, bytes | bytearray | memoryview):

@@ -141,12 +141,12 @@ def _adopt_base(
             manifest = sub.verify_local(snapshot)
         else:
             snapshot = sub.fetch(latest.version)
-            manifest = snapshot.manifest
-        since = len(lineage(manifest, safe_lookup(sub.manifest))) - 1  # type: ignore[arg-type]
+            manifest = sub.manifest(snapshot.version)
+        since = len(lineage(manifest, safe_lookup(sub.manifest))) - 1
     publisher.adopt_base(
         snapshot.version,
         snapshot.tensors,
-        keyframe_version=manifest.keyframe_version or snapshot.version,  # type: ignore[union-attr]
+        keyframe_version=manifest.keyframe_version or snapshot.version,
         since_keyframe=min(since, keyframe_every),
         borrow=True,
     )

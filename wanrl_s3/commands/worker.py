@@ -82,11 +82,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def _write_file(out_dir: Path, snap: Snapshot) -> None:
+    manifest = snap.manifest
+    if manifest is None:  # a Watcher's snapshots always carry their manifest
+        raise UsageError(f"version {snap.version} came without its manifest")
     specs = [
-        TensorSpec(n, t.dtype, t.shape)
-        for n, t in ((name, snap.manifest.by_name[name]) for name in snap.tensors)
-    ]  # type: ignore[union-attr]
-    meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: snap.manifest.run_id}  # type: ignore[union-attr]
+        TensorSpec(n, manifest.by_name[n].dtype, manifest.by_name[n].shape) for n in snap.tensors
+    ]
+    meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: manifest.run_id}
     with SafetensorsWriter(out_dir / MODEL_FILE, specs, meta) as w:
         for name, arr in snap.items():
             w.array(name)[...] = arr

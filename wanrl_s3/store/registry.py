@@ -64,10 +64,11 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     if not url:
         raise UsageError("a store URL is required, e.g. s3://bucket/prefix or file:///path")
     if "://" not in url:
-        return get_store_class("file")(url, **_filter(options, {"retry"}))
+        local: Any = get_store_class("file")  # each backend has its own constructor
+        return local(url, **_filter(options, {"retry"}))
     parts = urlsplit(url)
     protocol = _ALIASES.get(parts.scheme, parts.scheme)
-    cls = get_store_class(protocol)
+    cls: Any = get_store_class(protocol)  # each backend has its own constructor
     if protocol == "s3":
         return cls(
             parts.netloc,

@@ -63,6 +63,13 @@ _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalReques
 _CHUNK_BYTES = 1 << 20  # per read: a dropped connection loses at most this much
 
 
+_STREAM_ERRORS: tuple[type[BaseException], ...] = (
+    *RETRYABLE_EXCEPTIONS,
+    http.client.HTTPException,
+    OSError,
+)
+
+
 class _StreamBroke(Exception):
     """The body stopped early; ``done`` bytes of it are already in the buffer."""
 
@@ -81,8 +88,8 @@ def _stream_into(body: Any, buf: memoryview) -> int:
     there; otherwise chunks are copied. Reads go in ``_CHUNK_BYTES`` steps so a
     dropped connection loses little, and ``_StreamBroke`` reports what arrived.
     """
-    raw = getattr(body, "_raw_stream", None)
-    fp = getattr(raw, "_fp", None)
+    raw: Any = getattr(body, "_raw_stream", None)
+    fp: Any = getattr(raw, "_fp", None)
     done = 0
     try:
         if fp is not None and hasattr(fp, "readinto") and hasattr(raw, "release_conn"):
@@ -98,7 +105,7 @@ def _stream_into(body: Any, buf: memoryview) -> int:
             buf[done : done + n] = chunk[:n]
             done += n
         return done
-    except (*RETRYABLE_EXCEPTIONS, http.client.HTTPException, OSError) as exc:
+    except _STREAM_ERRORS as exc:
         body.close()
         raise _StreamBroke(done) from exc
 

@@ -13,7 +13,9 @@ empty components, so nothing can escape the root.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
+import functools
 import re
 import threading
 from collections.abc import Iterator
@@ -199,12 +201,12 @@ class ObjectStore:
             lambda: sorted(self._list(prefix), key=lambda o: o.key), f"LIST {prefix or '/'}"
         )
 
-    def delete(self, keys: list[str]) -> None:
+    def delete(self, keys: builtins.list[str]) -> None:
         for key in keys:
             check_key(key)
         for start in range(0, len(keys), 1000):  # S3's DeleteObjects limit
             batch = keys[start : start + 1000]
-            self.retry.call(lambda b=batch: self._delete(b), f"DELETE {len(batch)} objects")
+            self.retry.call(functools.partial(self._delete, batch), f"DELETE {len(batch)} objects")
 
     def copy(self, src_key: str, dst_key: str) -> None:
         check_key(src_key)
@@ -244,8 +246,8 @@ class ObjectStore:
             writer.close()
         return False
 
-    def pending_uploads(self, prefix: str = "") -> list[PendingUpload]:
-        return self.retry.call(lambda: list(self._mpu_list(prefix)), "LIST uploads")
+    def pending_uploads(self, prefix: str = "") -> builtins.list[PendingUpload]:
+        return self.retry.call(lambda: builtins.list(self._mpu_list(prefix)), "LIST uploads")
 
     def abort_upload(self, pending: PendingUpload) -> None:
         self.retry.call(
