@@ -34,16 +34,23 @@ class _Parser(argparse.ArgumentParser):
     """argparse that raises instead of printing usage and exiting, so errors stay one line."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(f"{self.prog}: {message}")
+        command = self.prog.removeprefix("wanrl-s3").strip()
+        raise UsageError(f"{command}: {message}" if command else message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="wanrl-s3", description=__doc__.splitlines()[0])
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; when ``argv`` names a subcommand, only that module is imported.
+
+    (``wanrl-s3 estimate`` then starts without boto3, torch or the codec.)
+    """
+    parser = _Parser(prog="wanrl-s3", description="Policy snapshots for WAN rollout fleets.")
     parser.add_argument("--version", action="version", version=_package_version())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
-    for module_name in SUBCOMMANDS.values():
-        importlib.import_module(module_name).add_parser(subparsers)
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    names = [chosen] if chosen in SUBCOMMANDS else list(SUBCOMMANDS)
+    for name in names:
+        importlib.import_module(SUBCOMMANDS[name]).add_parser(subparsers)
     return parser
 
 
@@ -58,7 +65,8 @@ def _package_version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        argv = list(sys.argv[1:] if argv is None else argv)
+        args = build_parser(argv).parse_args(argv)
         return int(args.func(args) or 0)
     except WanrlError as exc:
         print(f"wanrl-s3: error: {exc}", file=sys.stderr)
