@@ -5,15 +5,28 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ..retention import RetentionPolicy, collect
-from .common import add_store_args, emit_json, human_bytes, open_from_args
+from ..retention import GcReport, RetentionPolicy, collect
+from ..store import ObjectStore
+from .common import (
+    add_regions_arg,
+    add_store_args,
+    emit_json,
+    human_bytes,
+    open_from_args,
+    regions_from_args,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "gc", help="garbage-collect old versions and leftovers", description=__doc__
     )
-    add_store_args(p)
+    add_store_args(p, required=False)
+    add_regions_arg(
+        p,
+        "collect every region the publisher or relay writes (replicate mode: the primary "
+        "only, since bucket replication carries the deletions)",
+    )
     p.add_argument(
         "--keep",
         type=int,
@@ -32,17 +45,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
+def _stores(args: argparse.Namespace) -> dict[str, ObjectStore]:
+    regions = regions_from_args(args)
+    if regions is None:
+        return {args.store: open_from_args(args)}
+    names = [r.name for r in regions.publish_regions]
+    if regions.mode == "copy":
+        names = [regions.primary, *(r.name for r in regions.replicas)]
+    return {name: regions.store(name) for name in names}
+
+
 def run(args: argparse.Namespace) -> int:
-    report = collect(
-        open_from_args(args), RetentionPolicy(args.keep, args.grace_s), dry_run=args.dry_run
-    )
+    policy = RetentionPolicy(args.keep, args.grace_s)
+    reports: dict[str, GcReport] = {
+        where: collect(store, policy, dry_run=args.dry_run)
+        for where, store in _stores(args).items()
+    }
     if args.json:
-        emit_json(dataclasses.asdict(report))
+        emit_json({where: dataclasses.asdict(r) for where, r in reports.items()})
         return 0
     verb = "would delete" if args.dry_run else "deleted"
-    print(
-        f"kept {len(report.kept_versions)} versions; {verb} {len(report.deleted_versions)} "
-        f"versions and {report.deleted_objects} objects ({human_bytes(report.deleted_bytes)}, "
-        f"{report.orphan_objects} orphaned), aborted {report.aborted_uploads} stale uploads"
-    )
+    for where, report in reports.items():
+        print(
+            f"{where}: kept {len(report.kept_versions)} versions; {verb} "
+            f"{len(report.deleted_versions)} versions and {report.deleted_objects} objects "
+            f"({human_bytes(report.deleted_bytes)}, {report.orphan_objects} orphaned), "
+            f"aborted {report.aborted_uploads} stale uploads"
+        )
     return 0
