@@ -1,4 +1,4 @@
-"""Reading and writing .safetensors files without pickle, torch or copies.
+"""Reading and writing .safetensors files: no object deserialization, no torch, no copies.
 
 The safetensors format: an 8-byte little-endian header length, a JSON header
 mapping each name to ``dtype``, ``shape`` and ``data_offsets`` (plus an optional

@@ -1,8 +1,8 @@
 """A staleness filter around verl's fully-async MessageQueue, without opening a sample.
 
-verl's rollouter puts each finished sample as opaque bytes (its own pickle) and
+verl's rollouter puts each finished sample as opaque bytes (serialized by verl) and
 the trainer takes them with ``get_sample()``. The version a sample was generated
-under is inside those bytes, and we never unpickle (invariant 6). So this client
+under is inside those bytes, and we never deserialize them (invariant 6). So this client
 carries the version *beside* the bytes: ``put_sample`` wraps each sample with
 its version before it enters verl's unmodified ``MessageQueue`` actor, and
 ``get_sample`` unwraps it, dropping the samples a :class:`StalenessFilter`
