@@ -15,7 +15,6 @@ import argparse
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ from wanrl_s3.fleet import fleet_report, read_statuses
 from wanrl_s3.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
 from wanrl_s3.subscriber import Subscriber
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_s3, make_bucket, worker_command
 from wanrl_s3.watch import WatchConfig, Watcher
 
 S3_GET_USD_PER_1000 = 0.0004  # AWS S3 Standard GET, us-east-1 (wanrl_s3/cost/prices.json)
@@ -62,22 +61,7 @@ def fleet_run(endpoint: str, url: str, workers: int, mib: int, work: Path) -> No
         out.mkdir()
         procs.append(
             subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "wanrl_s3.cli",
-                    "worker",
-                    "--store",
-                    url,
-                    "--endpoint-url",
-                    endpoint,
-                    "--out-dir",
-                    str(out),
-                    "--worker-id",
-                    f"w{i}",
-                    "--poll-interval-s",
-                    "1",
-                ],
+                worker_command(url, endpoint, str(out), f"w{i}", 1),
                 stderr=subprocess.DEVNULL,
             )
         )

@@ -83,3 +83,14 @@ def make_bucket(endpoint_url: str, name: str) -> str:
         Bucket=name
     )
     return name
+
+
+def worker_command(
+    url: str, endpoint_url: str, out_dir: str, worker_id: str, poll_interval_s: float, *extra: str
+) -> list[str]:
+    """The argv of a `wanrl-s3 worker` process for a local store (tests and benchmarks)."""
+    return [
+        sys.executable, "-m", "wanrl_s3.cli", "worker", "--store", url,
+        "--endpoint-url", endpoint_url, "--out-dir", out_dir, "--worker-id", worker_id,
+        "--poll-interval-s", str(poll_interval_s), *extra,
+    ]  # fmt: skip

@@ -6,7 +6,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from wanrl_s3.files import load_snapshot
 from wanrl_s3.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
 from wanrl_s3.synthetic import nudge_state
+from wanrl_s3.testing import worker_command
 
 MiB = 2**20
 
@@ -41,23 +41,7 @@ def start_worker(
 ) -> subprocess.Popen[str]:
     out.mkdir(exist_ok=True)
     return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wanrl_s3.cli",
-            "worker",
-            "--store",
-            url,
-            "--endpoint-url",
-            endpoint,
-            "--out-dir",
-            str(out),
-            "--worker-id",
-            worker_id,
-            "--poll-interval-s",
-            "0.1",
-            *extra,
-        ],
+        worker_command(url, endpoint, str(out), worker_id, 0.1, *extra),
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ},
