@@ -106,25 +106,31 @@ def test_extreme_rice_parameters(size: int, changed: int) -> None:
     """Very sparse deltas use k > 8 (the generic bit packer); nearly dense ones k = 0."""
     old, new = sparse_pair(np.random.default_rng(size + changed), size, changed)
     payload = encode_delta(old, new)
-    k = read_header(payload.data).rice_k
-    assert (k > 8) if changed < 10 else (k == 0)
+    head = read_header(payload.data)
+    assert head.coding == delta_mod.POSITIONS_RICE
+    assert (head.param > 8) if changed < 10 else (head.param == 0)
     assert decode_delta(payload, old).tobytes() == new.tobytes()
 
 
 @settings(max_examples=40, deadline=None)
 @given(versions(max_side=40), st.integers(1, 4))
 def test_chunked_and_threaded_scan_matches(case: tuple, threads: int) -> None:
-    """Tiny chunk sizes force the multi-slice, multi-thread and chunked-scatter paths."""
+    """Tiny chunk sizes force the multi-slice, multi-thread, multi-block and chunked paths."""
     _, old, new = case
     reference = encode_delta(old, new, threads=1)
     with (
         mock.patch.object(delta_mod, "CHUNK_WORDS", 3),
         mock.patch.object(delta_mod, "PARALLEL_MIN_WORDS", 4),
         mock.patch.object(delta_mod, "SCATTER_CHUNK", 5),
+        mock.patch.object(delta_mod, "APPLY_BLOCK", 7),
+        mock.patch.object(delta_mod, "RICE_CHUNK", 16),
     ):
         payload = encode_delta(old, new, threads=threads)
         assert payload == reference
         assert decode_delta(payload, old).tobytes() == new.tobytes()
+        in_place = old.copy()
+        decode_delta(payload, in_place, out=in_place)
+        assert in_place.tobytes() == new.tobytes()
 
 
 def test_payload_is_near_the_entropy_bound() -> None:
