@@ -71,6 +71,8 @@ def test_join_at_every_version_reaches_every_later_one(store: ObjectStore, chain
             for target in range(max(have, 1), 21, 4):
                 got = sub.fetch(target, have=held[have])
                 assert same(got, chain20[target - 1]), (have, target)
+        # deltas decode from the held copy into new memory: the held copy is untouched
+        assert all(same(held[v], chain20[v - 1]) for v in range(1, 21))
 
 
 def test_planner_takes_the_cheapest_path(store: ObjectStore, chain20: list) -> None:

@@ -41,7 +41,7 @@ def encode_delta(
         )
         if payload is None:
             return None, ""
-        apply_inplace(payload.data, old)
+        apply_delta(payload.data, old)
         return payload, hashing.digest(byte_view(old))
     new = to_numpy(x)
     payload = _codec.encode_delta(_bits(old), _bits(new), level=level, max_bytes=max_bytes)
@@ -52,7 +52,13 @@ def encode_delta(
     return payload, hashing.digest(byte_view(new))
 
 
-def apply_inplace(data: bytes, dest: np.ndarray) -> None:
-    """XOR a delta payload into ``dest`` (bit-exact; raises VerificationError if malformed)."""
+def apply_delta(
+    data: bytes | bytearray, dest: np.ndarray, *, base: np.ndarray | None = None
+) -> None:
+    """``dest`` = ``base`` (default: ``dest`` itself) XOR a delta payload, bit-exact.
+
+    Raises VerificationError if the payload is malformed. ``base`` must match
+    ``dest``'s shape and dtype; decoding from it saves a copy into ``dest`` first.
+    """
     bits = _bits(dest)
-    _codec.decode_delta(data, bits, out=bits)
+    _codec.decode_delta(data, bits if base is None else _bits(base), out=bits)
