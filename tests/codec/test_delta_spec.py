@@ -54,7 +54,7 @@ def test_codec_reads_byte_planed_gaps_of_any_width(case: tuple, width: int) -> N
     ("density", "coding"), [(0.001, 1), (0.01, 1), (0.02, 2), (0.05, 2), (0.2, 2), (0.5, 1)]
 )
 def test_writer_codes_positions_by_density(density: float, coding: int) -> None:
-    """Byte-planed gaps between about 1.5 and 25 % density, Rice elsewhere; both decode."""
+    """Byte-planed gaps between about 1.5 and 20 % density, Rice elsewhere; both decode."""
     old, new = sparse_pair(np.random.default_rng(3), 100_000, int(100_000 * density))
     data = encode_delta(old, new).data
     head = read_header(data)

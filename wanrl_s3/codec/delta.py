@@ -17,8 +17,8 @@ The gaps are coded one of two ways, chosen by density (``_position_coding``):
   byte-planed gaps loses there, because gaps spread past one byte: measured on
   uniform random positions, 8.6 bits per change at 1 % density and 10.0 at
   0.5 % against entropy bounds of 8.08 and 9.08; Rice spends 8.11 and 9.11.
-- Byte-planed gaps when the Rice k is 2..5 (about 1.5 to 25 % density). There
-  zstd's Huffman stage lands within 1.3 % of the bound (Rice: 0.4-1.4 %), and
+- Byte-planed gaps when the Rice k is 2..5 (about 1.5 to 20 % density). There
+  zstd's Huffman stage lands 1.2-3 % above the bound (Rice: 0.4-1.4 %), and
   decoding skips the unary bit scan, the slowest step of a dense decode: about
   3 ns per change instead of 10.
 
