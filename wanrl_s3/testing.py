@@ -1,6 +1,7 @@
 """A local S3 endpoint for demos, benchmarks and users' own tests.
 
-:func:`local_s3` starts moto's ``ThreadedMotoServer`` on 127.0.0.1 in a child
+:func:`local_s3` starts moto's ``ThreadedMotoServer`` (on 127.0.0.1 unless told
+another local address, such as one end of a test's veth pair) in a child
 process (so the server does not share the caller's GIL) and yields its
 endpoint URL; :func:`make_bucket` creates a bucket on it. moto comes with the
 ``dev`` extra (``pip install 'wanrl-s3[dev]'``).
@@ -27,7 +28,7 @@ _SERVER = """
 import logging, sys, threading
 from moto.server import ThreadedMotoServer
 logging.getLogger("werkzeug").setLevel(logging.ERROR)
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=int(sys.argv[1]), verbose=False)
+server = ThreadedMotoServer(ip_address=sys.argv[2], port=int(sys.argv[1]), verbose=False)
 server.start()
 print("ready", flush=True)
 sys.stdin.read()  # until the parent closes our stdin (or dies)
@@ -35,15 +36,16 @@ server.stop()
 """
 
 
-def _free_port() -> int:
+def free_port(ip_address: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at ``ip_address`` right now."""
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((ip_address, 0))
         return int(s.getsockname()[1])
 
 
 @contextmanager
-def local_s3(timeout_s: float = 60.0) -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 for the duration of the block; yields the endpoint URL.
+def local_s3(timeout_s: float = 60.0, ip_address: str = "127.0.0.1") -> Iterator[str]:
+    """A moto S3 server on ``ip_address`` for the duration of the block; yields its endpoint URL.
 
     Sets placeholder AWS credentials in this process's environment if none are set.
     """
@@ -53,9 +55,9 @@ def local_s3(timeout_s: float = 60.0) -> Iterator[str]:
         raise UsageError("local_s3 needs moto: pip install 'moto[server]'") from exc
     for key, value in CREDENTIALS.items():
         os.environ.setdefault(key, value)
-    port = _free_port()
+    port = free_port(ip_address)
     proc = subprocess.Popen(
-        [sys.executable, "-c", _SERVER, str(port)],
+        [sys.executable, "-c", _SERVER, str(port), ip_address],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -65,7 +67,7 @@ def local_s3(timeout_s: float = 60.0) -> Iterator[str]:
         line = proc.stdout.readline() if proc.stdout else ""
         if line.strip() != "ready" or time.monotonic() > deadline:
             raise UsageError("the local S3 server (moto) did not start")
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{ip_address}:{port}"
     finally:
         if proc.stdin:
             proc.stdin.close()

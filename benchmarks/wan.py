@@ -1,0 +1,300 @@
+"""Pull over an emulated WAN link, next to the link's own ceiling and s5cmd on the same link.
+
+    .venv/bin/python benchmarks/wan.py [--mbit 200] [--rtt-ms 40] [--mib 256] [--density 1]
+                                       [--repeat 2] [--concurrency 16]
+
+Root and iproute2 only (Linux network namespaces). The benchmark builds its link and
+removes it on exit, Ctrl-C included:
+
+    root namespace: "the region"                        namespace wanrl-wan-<pid>: "a rollout host"
+    moto S3 on 127.0.0.1 <- delay line on 10.211.N.1 ==veth== 10.211.N.2: wanrl-s3 pull, s5cmd,
+                                                               a plain TCP reader
+                              tbf --mbit on both ends of the veth
+
+Rows: the link's ceiling (one plain TCP stream, and --concurrency streams, moving the
+snapshot's bytes straight across the veth), a full pull by wanrl-s3 (every tensor verified,
+the file written), s5cmd copying the same payload objects from the same server over the same
+link, and a delta pull (``--have`` the full version; what a worker pays per step).
+
+This kernel has no netem qdisc (its tc knows tbf, htb and pfifo), so the round trip comes
+from a user-space delay line that holds every chunk for half of --rtt-ms in each direction.
+Every request pays the round trip before its first byte, but TCP's windows see the short hop
+to the delay line, so window limits at a large bandwidth-delay product are not reproduced;
+the rate is the kernel's tbf.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from transfer import make_snapshot  # benchmarks/ is on sys.path[0]
+
+from wanrl_s3 import layout, synthetic
+from wanrl_s3.publisher import PublishConfig, Publisher
+from wanrl_s3.safetensors_io import SafetensorsFile
+from wanrl_s3.store import open_store
+from wanrl_s3.testing import local_s3, make_bucket
+
+PREFIX = "wan"
+CHUNK = 1 << 16
+
+# Run inside the namespace: connect ``streams`` times, read until EOF, print the seconds.
+_READER = """
+import socket, sys, threading, time
+host, port, streams = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def read():
+    with socket.create_connection((host, port)) as s:
+        while s.recv(1 << 20):
+            pass
+threads = [threading.Thread(target=read) for _ in range(streams)]
+start = time.perf_counter()
+for t in threads: t.start()
+for t in threads: t.join()
+print(time.perf_counter() - start)
+"""
+
+
+@dataclass(frozen=True)
+class Link:
+    namespace: str
+    host_ip: str  # our end of the veth pair, in the root namespace
+    far_ip: str  # the rollout host's end, inside ``namespace``
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` inside the namespace; raise with its stderr if it fails."""
+        done = subprocess.run(
+            ["ip", "netns", "exec", self.namespace, *argv], capture_output=True, text=True
+        )
+        if done.returncode:
+            raise SystemExit(f"{argv[0]} failed in {self.namespace}: {done.stderr.strip()}")
+        return done
+
+
+def _sh(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
+@contextlib.contextmanager
+def shaped_link(rate_mbit: float) -> Iterator[Link]:
+    """A namespace joined to this one by a veth pair with a tbf of ``rate_mbit`` on each end."""
+    pid = os.getpid()
+    ns, here, there = f"wanrl-wan-{pid}", f"wrh{pid}", f"wrf{pid}"
+    subnet = f"10.211.{pid % 250 + 1}"
+    burst_bytes = max(32 * 1024, int(rate_mbit * 1e6 / 8 / 250))  # 4 ms of traffic
+    tbf = ["tbf", "rate", f"{rate_mbit}mbit", "burst", str(burst_bytes), "latency", "50ms"]
+    link = Link(ns, f"{subnet}.1", f"{subnet}.2")
+    try:
+        _sh("ip", "netns", "add", ns)
+        _sh("ip", "link", "add", here, "type", "veth", "peer", "name", there)
+        _sh("ip", "link", "set", there, "netns", ns)
+        _sh("ip", "addr", "add", f"{link.host_ip}/30", "dev", here)
+        _sh("ip", "link", "set", here, "up")
+        _sh("tc", "qdisc", "add", "dev", here, "root", *tbf)
+        link.run("ip", "addr", "add", f"{link.far_ip}/30", "dev", there)
+        link.run("ip", "link", "set", there, "up")
+        link.run("ip", "link", "set", "lo", "up")
+        link.run("tc", "qdisc", "add", "dev", there, "root", *tbf)
+        yield link
+    finally:
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)  # takes the pair along
+        subprocess.run(["ip", "link", "del", here], capture_output=True)
+
+
+class DelayLine:
+    """A TCP proxy from ``listen_ip`` to 127.0.0.1:``target`` adding ``one_way_s`` each way.
+
+    Unlike a proxy that sleeps before forwarding each chunk (which caps throughput at
+    chunk / delay), each direction has a reader that stamps chunks with their release
+    time and a writer that sends them when it comes: a round trip, not a rate.
+    """
+
+    def __init__(self, listen_ip: str, target: int, one_way_s: float) -> None:
+        self.target, self.one_way_s = target, one_way_s
+        self._server = socket.create_server((listen_ip, 0))
+        self.endpoint = f"http://{listen_ip}:{self._server.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.close()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            for src, dst in ((client, upstream), (upstream, client)):
+                line: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+                threading.Thread(target=self._read, args=(src, line), daemon=True).start()
+                threading.Thread(target=self._write, args=(dst, line), daemon=True).start()
+
+    def _read(self, src: socket.socket, line: queue.SimpleQueue[tuple[float, bytes]]) -> None:
+        chunk = b""
+        with contextlib.suppress(OSError):
+            while chunk := src.recv(CHUNK):
+                line.put((time.monotonic() + self.one_way_s, chunk))
+        line.put((time.monotonic() + self.one_way_s, b""))  # end of stream, delayed too
+
+    def _write(self, dst: socket.socket, line: queue.SimpleQueue[tuple[float, bytes]]) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                release_s, chunk = line.get()
+                time.sleep(max(0.0, release_s - time.monotonic()))
+                if not chunk:
+                    dst.shutdown(socket.SHUT_WR)
+                    return
+                dst.sendall(chunk)
+
+
+def ceiling_s(link: Link, nbytes: int, streams: int) -> float:
+    """Seconds to move ``nbytes`` (split over ``streams`` connections) straight across the link."""
+    server = socket.create_server((link.host_ip, 0))
+    each = -(-nbytes // streams)
+    block = memoryview(bytes(1 << 20))
+
+    def send(conn: socket.socket) -> None:
+        with conn:
+            left = each
+            while left > 0:
+                left -= conn.send(block[: min(left, block.nbytes)])
+
+    def serve() -> None:
+        for _ in range(streams):
+            conn, _ = server.accept()
+            threading.Thread(target=send, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    port = str(server.getsockname()[1])
+    try:
+        argv = (sys.executable, "-c", _READER, link.host_ip, port, str(streams))
+        return float(link.run(*argv).stdout)
+    finally:
+        server.close()
+
+
+def publish_pair(endpoint: str, mib: float, density: float, work: Path) -> tuple[int, int]:
+    """v1 full and v2 a delta at ``density``; returns both versions' stored bytes."""
+    src = work / "v1.src.safetensors"
+    make_snapshot(src, mib / 1024)
+    v1 = dict(SafetensorsFile(src).items())
+    v2 = synthetic.nudge_state(v1, density, seed=1)
+    store = open_store(f"s3://{make_bucket(endpoint, 'bench')}/{PREFIX}", endpoint_url=endpoint)
+    publisher = Publisher(store, PublishConfig(delta="always"))
+    full, delta = publisher.publish(v1, 1), publisher.publish(v2, 2)
+    if (full.kind, delta.kind) != ("full", "delta"):
+        raise SystemExit(f"expected a full and a delta version, got {full.kind}, {delta.kind}")
+    return full.stored_bytes, delta.stored_bytes
+
+
+def pull_s(link: Link, endpoint: str, version: int, out: Path, *extra: str) -> float:
+    """``wanrl-s3 pull`` inside the namespace; its own seconds (Python start-up excluded)."""
+    argv = [sys.executable, "-m", "wanrl_s3.cli", "pull", "--store", f"s3://bench/{PREFIX}"]
+    argv += ["--endpoint-url", endpoint, "--version", str(version), "--out", str(out), "--json"]
+    return float(json.loads(link.run(*argv, *extra).stdout)["seconds"])
+
+
+def s5cmd_s(link: Link, endpoint: str, version: int, out: Path) -> float:
+    """s5cmd copying version ``version``'s objects (payload and manifest) inside the namespace."""
+    s5cmd = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
+    remote = f"s3://bench/{PREFIX}/{layout.version_dir(version)}/*"
+    start = time.perf_counter()
+    link.run(s5cmd, "--endpoint-url", endpoint, "cp", remote, f"{out}/")
+    seconds = time.perf_counter() - start
+    shutil.rmtree(out)
+    return seconds
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    seconds: float
+    nbytes: int
+
+
+def measure(
+    args: argparse.Namespace, link: Link, far: str, sizes: tuple[int, int], work: Path
+) -> list[Row]:
+    """Every row, best of ``args.repeat`` each; ``far`` is the S3 endpoint across the link."""
+    full_bytes, delta_bytes = sizes
+    conc = ("--concurrency", str(args.concurrency))
+    runs = range(args.repeat)
+    rows = [
+        Row(f"TCP, {n} stream{'s' * (n > 1)} (link ceiling)",
+            min(ceiling_s(link, full_bytes, n) for _ in runs), full_bytes)
+        for n in (1, args.concurrency)
+    ]  # fmt: skip
+    full_s = min(pull_s(link, far, 1, work / f"v1.{i}.safetensors", *conc) for i in runs)
+    rows.append(Row("wanrl-s3 pull v1 (full)", full_s, full_bytes))
+    s5_s = min(s5cmd_s(link, far, 1, work / f"s5.{i}") for i in runs)
+    rows.append(Row("s5cmd cp, the same objects", s5_s, full_bytes))
+    have = ("--have", str(work / "v1.0.safetensors"))
+    delta_s = min(pull_s(link, far, 2, work / f"v2.{i}.safetensors", *have, *conc) for i in runs)
+    rows.append(Row(f"wanrl-s3 pull v2 --have v1 ({args.density:g}% delta)", delta_s, delta_bytes))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mbit", type=float, default=200.0, help="link rate each way (default 200)")
+    ap.add_argument("--rtt-ms", type=float, default=40.0, help="round trip (default 40)")
+    ap.add_argument("--mib", type=float, default=256.0, help="snapshot size (default 256 MiB)")
+    ap.add_argument("--density", type=float, default=1.0, help="delta density %% (default 1)")
+    ap.add_argument("--repeat", type=int, default=2, help="best of this many runs (default 2)")
+    ap.add_argument("--concurrency", type=int, default=16, help="parallel GETs (default 16)")
+    args = ap.parse_args()
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
+        raise SystemExit("benchmarks/wan.py needs root and iproute2 (ip, tc)")
+    work = Path(tempfile.mkdtemp(prefix="wanrl-wan-"))
+    try:
+        with local_s3() as endpoint, shaped_link(args.mbit) as link:
+            sizes = publish_pair(endpoint, args.mib, args.density / 100, work)
+            line = DelayLine(link.host_ip, int(endpoint.rsplit(":", 1)[1]), args.rtt_ms / 2000)
+            try:
+                rows = measure(args, link, line.endpoint, sizes, work)
+            finally:
+                line.close()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    report(args, rows)
+
+
+def report(args: argparse.Namespace, rows: list[Row]) -> None:
+    print(
+        f"link: {args.mbit:g} Mbit/s each way (tbf), {args.rtt_ms:g} ms round trip (delay line), "
+        f"best of {args.repeat}; snapshot {args.mib:g} MiB of random bf16, moto on the far side"
+    )
+    print(f"{'':<44} {'MB':>8} {'seconds':>8} {'Mbit/s':>7} {'of link':>8}")
+    for row in rows:
+        mbit = row.nbytes * 8 / row.seconds / 1e6
+        print(
+            f"{row.label:<44} {row.nbytes / 1e6:>8.1f} {row.seconds:>8.2f} {mbit:>7.0f} "
+            f"{mbit / args.mbit:>7.0%}"
+        )
+    full, delta = rows[-3], rows[-1]
+    round_trips = delta.seconds / (args.rtt_ms / 1e3)
+    print(
+        f"a worker's update: {delta.seconds:.2f} s by delta against {full.seconds:.2f} s for the "
+        f"full version ({full.seconds / delta.seconds:.1f}x), {round_trips:.1f} round trips' worth"
+    )
+
+
+if __name__ == "__main__":
+    main()
