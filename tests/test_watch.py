@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import ml_dtypes
 import numpy as np
@@ -152,3 +154,39 @@ def test_config_is_validated(bad: dict) -> None:
 
     with pytest.raises(UsageError):
         WatchConfig(**bad)
+
+
+@contextlib.contextmanager
+def v1_ready(tmp_path) -> Iterator[Watcher]:
+    """A watcher (threads not started) with version 1 downloaded and ready to install."""
+    store = open_store(f"file://{tmp_path}/s")
+    Publisher(store, PublishConfig(delta="never")).publish(model(1), 1)
+    with Subscriber(store) as sub:
+        w = Watcher(sub)
+        w.poll_once()
+        assert w.fetch_once() and w.ready_version == 1
+        yield w
+
+
+def test_a_version_being_installed_is_held_not_downloaded_again(tmp_path) -> None:
+    """The download loop re-checks right after a fetch; an install in progress counts as held."""
+    with v1_ready(tmp_path) as w:
+        during: list[object] = []
+
+        def apply(name: str, arr: np.ndarray) -> None:
+            during.append((w.fetch_once(), w.held_version))
+
+        assert w.install(apply) is not None
+        assert during and all(d == (False, 1) for d in during)
+
+
+def test_a_failed_install_offers_the_version_again(tmp_path) -> None:
+    with v1_ready(tmp_path) as w:
+
+        def broken(name: str, arr: np.ndarray) -> None:
+            raise RuntimeError("the engine refused the weights")
+
+        with pytest.raises(RuntimeError):
+            w.install(broken)
+        assert w.installed_version is None and w.ready_version == 1
+        assert w.install() is not None and w.installed_version == 1

@@ -9,6 +9,7 @@ every tensor verified; a failed pull leaves the old file, if any, untouched.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,9 +22,13 @@ VERSION_KEY = "wanrl_s3.version"
 RUN_ID_KEY = "wanrl_s3.run_id"
 
 
-def load_snapshot(path: str | os.PathLike[str]) -> Snapshot:
-    """A file written by :func:`pull_to_file`, memory-mapped, as a Snapshot."""
-    f = SafetensorsFile(path)
+def load_snapshot(path: str | os.PathLike[str], *, copy_on_write: bool = False) -> Snapshot:
+    """A file written by :func:`pull_to_file`, memory-mapped, as a Snapshot.
+
+    The tensors are read-only, or with ``copy_on_write`` writable without changing
+    the file (pages are shared with the file until written).
+    """
+    f = SafetensorsFile(path, copy_on_write=copy_on_write)
     raw = f.metadata.get(VERSION_KEY)
     if raw is None or not raw.isdigit():
         raise UsageError(
@@ -41,6 +46,7 @@ def pull_to_file(
     have: Snapshot | None = None,
     progress: Callable[[int], None] | None = None,
     durable: bool = False,
+    cancel: threading.Event | None = None,
 ) -> Snapshot:
     """Download, verify and write ``version`` as a .safetensors file, atomically.
 
@@ -51,7 +57,11 @@ def pull_to_file(
     metadata = {VERSION_KEY: str(target.version), RUN_ID_KEY: target.run_id}
     with SafetensorsWriter(Path(path), specs, metadata) as writer:
         snap = sub.fetch(
-            target.version, have=have, alloc=lambda e: writer.array(e.name), progress=progress
+            target.version,
+            have=have,
+            alloc=lambda e: writer.array(e.name),
+            progress=progress,
+            cancel=cancel,
         )
         writer.commit(durable=durable)
     return snap

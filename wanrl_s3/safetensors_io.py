@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -41,10 +42,15 @@ class TensorSpec:
 
 
 class SafetensorsFile:
-    """A read-only view of one .safetensors file; tensors are memory-mapped lazily."""
+    """A view of one .safetensors file; tensors are memory-mapped lazily.
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    Read-only, or with ``copy_on_write`` writable in this process only (private
+    pages, shared with the file until written).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, copy_on_write: bool = False) -> None:
         self.path = Path(path)
+        self._mode: Literal["c", "r"] = "c" if copy_on_write else "r"
         try:
             size = self.path.stat().st_size
             with open(self.path, "rb") as f:
@@ -70,11 +76,13 @@ class SafetensorsFile:
             total = os.path.getsize(self.path) - self.data_start
             if total == 0:
                 return np.empty(0, np.uint8)
-            self._mmap = np.memmap(self.path, np.uint8, "r", offset=self.data_start, shape=(total,))
+            self._mmap = np.memmap(
+                self.path, np.uint8, self._mode, offset=self.data_start, shape=(total,)
+            )
         return self._mmap
 
     def array(self, name: str) -> np.ndarray:
-        """The named tensor as a read-only numpy array backed by the file."""
+        """The named tensor as a numpy array backed by the file."""
         spec = self.specs[name]
         start, end = self._offsets[name]
         dt = dtypes.by_name(spec.dtype)

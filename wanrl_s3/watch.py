@@ -15,6 +15,9 @@ LATEST before the manifest, or a manifest before its payload; such a version
 is not yet visible, which is not an error: the watcher logs it, waits with
 exponential backoff and checks again. :meth:`Watcher.switch` moves a watcher
 to another region's store (a fallback), keeping the version it holds.
+
+With ``WatchConfig.share_dir``, the watchers of one host download each version
+once between them (:mod:`wanrl_s3.node_share`) and map one shared copy.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import numpy as np
 
 from .errors import NotFoundError, UsageError, WanrlError
 from .manifest import Latest
+from .node_share import NodeShare
 from .store import SYSTEM_CLOCK, Clock
 from .subscriber import FetchCancelled, Snapshot, Subscriber
 
@@ -42,6 +46,9 @@ class WatchConfig:
     retry_backoff_s: float = 5.0  # wait after a failed download before trying again
     # first wait for a version not yet visible (replicating); doubles up to poll_interval_s
     visible_backoff_s: float = 0.5
+    # a directory (on a tmpfs: /dev/shm/...) that the watchers of one host share: each
+    # version is downloaded once per host and mapped by all (wanrl_s3.node_share)
+    share_dir: str | None = None
 
     def __post_init__(self) -> None:
         if self.poll_interval_s <= 0:
@@ -113,6 +120,7 @@ class _State:
     downloading: int | None = None
     progress_bytes: int = 0
     ready: _Ready | None = None
+    installing: Snapshot | None = None  # taken from ready, being applied by install()
     installed: Snapshot | None = None
     seen_at_s: dict[int, float] = field(default_factory=dict)
     last_error: str | None = None
@@ -142,6 +150,7 @@ class Watcher:
         self._etag: str | None = None
         self._invisible_checks = 0  # consecutive "not yet visible" answers, for the backoff
         self._threads: list[threading.Thread] = []
+        self._share = NodeShare(self.config.share_dir) if self.config.share_dir else None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> Watcher:
@@ -229,18 +238,24 @@ class Watcher:
         """
         with self._lock:
             ready, self._state.ready = self._state.ready, None
-        if ready is None:
-            return None
-        snap = ready.snapshot
+            if ready is None:
+                return None
+            snap = self._state.installing = ready.snapshot  # still held while it is applied
         start = self.clock.time()
-        if sink is not None:
-            sink(snap)
-        if apply is not None:
-            for name, arr in snap.items():
-                apply(name, arr)
+        try:
+            if sink is not None:
+                sink(snap)
+            if apply is not None:
+                for name, arr in snap.items():
+                    apply(name, arr)
+        except BaseException:
+            with self._lock:  # not installed: offer it again unless a newer one is ready
+                self._state.installing = None
+                self._state.ready = self._state.ready or ready
+            raise
         done = self.clock.time()
         with self._lock:
-            self._state.installed = snap
+            self._state.installed, self._state.installing = snap, None
         published = snap.manifest.created_at_s if snap.manifest else ready.seen_at_s
         return InstallResult(
             snap.version,
@@ -289,9 +304,13 @@ class Watcher:
                 self._record_error(f"poll: {exc}")
             self._stop.wait(self.config.next_wait_s(self._rng))
 
-    def _held_version(self) -> int | None:
+    def _held(self) -> Snapshot | None:
+        """The newest version this watcher has: ready, being installed, or installed."""
         st = self._state
-        held = st.ready.snapshot if st.ready is not None else st.installed
+        return st.ready.snapshot if st.ready is not None else st.installing or st.installed
+
+    def _held_version(self) -> int | None:
+        held = self._held()
         return None if held is None else held.version
 
     def _should_abandon(self, current: int, newer: int) -> bool:
@@ -317,7 +336,7 @@ class Watcher:
         """Download the newest wanted version if it is newer than what is held; True if done."""
         with self._lock:
             st = self._state
-            have = st.ready.snapshot if st.ready is not None else st.installed
+            have = self._held()
             want = st.want
             if want is None or (have is not None and have.version >= want):
                 return False
@@ -329,7 +348,7 @@ class Watcher:
             self._cancel.clear()
         log.info("downloading v%d (holding v%s)", want, None if have is None else have.version)
         try:
-            snap = sub.fetch(want, have=have, cancel=self._cancel, progress=self._count)
+            snap = self._fetch(sub, want, have)
         except FetchCancelled:
             return not self._stop.is_set()
         except WanrlError as exc:
@@ -352,6 +371,11 @@ class Watcher:
             "version %d ready: %d bytes via %s", snap.version, snap.downloaded_bytes, snap.path
         )
         return True
+
+    def _fetch(self, sub: Subscriber, want: int, have: Snapshot | None) -> Snapshot:
+        if self._share is None:
+            return sub.fetch(want, have=have, cancel=self._cancel, progress=self._count)
+        return self._share.fetch(sub, want, have=have, cancel=self._cancel, progress=self._count)
 
     def _visible(self, sub: Subscriber, want: int, have: Snapshot | None) -> bool:
         """Whether ``want`` is whole in the store; if not, log it, back off, and retry later."""

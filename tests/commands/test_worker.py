@@ -136,3 +136,31 @@ def test_worker_killed_mid_download_restarts_and_finishes(
 def test_worker_refuses_a_missing_out_dir(tmp_path: Path, capsys) -> None:
     code = main(["worker", "--store", "memory://x", "--out-dir", str(tmp_path / "nope")])
     assert code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def test_workers_with_a_share_dir_download_each_version_once(
+    s3_url: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig())
+    state = model(1)
+    pub.publish(state, 1)
+    share = ("--share-dir", str(tmp_path / "share"))
+    workers = [start_worker(s3_url, moto_endpoint, tmp_path / d, d, *share) for d in "ab"]
+    try:
+        for v in (2, 3):
+            for d in "ab":
+                wait_for(lambda d=d, v=v: version_in(tmp_path / d) == v - 1)
+            state = nudge(state, v)
+            pub.publish(state, v)
+        for d in "ab":
+            wait_for(lambda d=d: version_in(tmp_path / d) == 3)
+    finally:
+        logs = [stop(p) for p in workers]
+    for d in "ab":
+        snap = load_snapshot(tmp_path / d / "model.safetensors")
+        assert all(snap.tensors[k].tobytes() == state[k].tobytes() for k in state)
+    for v in (1, 2, 3):  # each version: one worker downloaded it, the other mapped the file
+        downloads = [log.count(f"version {v} ready: 0 bytes") for log in logs]
+        assert sorted(downloads) == [0, 1], (v, logs)
+    assert (tmp_path / "share" / "000000000003.safetensors").exists()

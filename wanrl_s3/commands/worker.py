@@ -70,6 +70,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("--worker-id", default=None, help="default: hostname-pid")
     p.add_argument("--poll-interval-s", type=float, default=10.0)
+    p.add_argument(
+        "--share-dir",
+        metavar="DIR",
+        default=None,
+        help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
+        "each version is downloaded once per host",
+    )
     p.add_argument("--concurrency", type=int, default=16)
     p.add_argument(
         "--exit-after",
@@ -131,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
         start = _start_from(sub, out_dir / MODEL_FILE)
-        config = WatchConfig(poll_interval_s=args.poll_interval_s)
+        config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=args.share_dir)
         with Watcher(sub, config, start_from=start) as watcher:
             log.info(
                 "%s watching %s%s from v%s",

@@ -174,9 +174,10 @@ class RolloutSide:
         self.subscriber = Subscriber(store, concurrency=settings.concurrency, verifier=verifier)
         self.worker_id = settings.rollout_worker_id()
         self.status = StepStatusWriter(store, self.worker_id, region=self.region)
-        self.watcher = Watcher(
-            self.subscriber, WatchConfig(poll_interval_s=settings.poll_interval_s)
-        ).start()
+        watch = WatchConfig(
+            poll_interval_s=settings.poll_interval_s, share_dir=settings.node_share_dir
+        )
+        self.watcher = Watcher(self.subscriber, watch).start()
         self.last_install: InstallResult | None = None
 
     async def take(self, global_steps: int | None) -> Snapshot | None:

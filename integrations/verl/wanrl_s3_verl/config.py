@@ -204,10 +204,13 @@ class EngineSettings(StoreSettings):
     signing_key: str | None = None
     verify_key: str | None = None
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
+    # rollout engines of one host download each version once, into this directory
+    node_share_dir: str | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._str("store_url", required=self.regions is None)
+        self._str("node_share_dir")
         self._str("region", required=True)
         self._choice("delta", DELTA_MODES)
         self._int("keyframe_every", 1)
