@@ -290,3 +290,34 @@ def test_a_store_failure_stops_the_first_publication_but_not_a_running_job(
     bucket.delete()  # the store goes away mid-run
     got = send(trainer, weights, 1)
     assert got == {"wanrl_s3/published": 0.0, "wanrl_s3/failed": 1.0}
+
+
+def test_rollout_engines_on_one_host_share_one_download(
+    engine_kwargs: dict[str, Any], tmp_path: Any
+) -> None:
+    """``node_share_dir``: two rollout processes, each version downloaded by one of them."""
+    trainer = new_engine(is_master=True, **engine_kwargs)
+    weights = model()
+    share = {"node_share_dir": str(tmp_path / "share"), "poll_interval_s": 3600.0}
+    ce_config = {
+        "backend": "wanrl_s3",
+        "custom_backend_module": MODULE,
+        "update_weights_bucket_megabytes": 2048,
+        "engine_kwargs": {"wanrl_s3": {**engine_kwargs, **share}},
+    }
+    children = [Child(ce_config) for _ in range(2)]
+    try:
+        assert [c.read() for c in children] == [{"ready": "WanrlS3CheckpointEngine"}] * 2
+        for g in range(2):
+            if g:
+                step(weights, g)
+            send(trainer, weights, g)
+            got = []
+            for c in children:
+                assert c.ask(cmd="prefetch", version=g) == {"ready_version": g}
+                got.append(c.ask(cmd="sync", global_steps=g))
+            assert all(r["digests"] == expected(weights) for r in got), f"step {g}"
+            assert sorted(bool(r["downloaded_bytes"]) for r in got) == [False, True], got
+    finally:
+        for c in children:
+            c.close()
