@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,7 +14,8 @@ from wanrl_s3.chain import plan_fetch
 from wanrl_s3.errors import VerificationError
 from wanrl_s3.publisher import PublishConfig, Publisher
 from wanrl_s3.retention import RetentionPolicy, collect
-from wanrl_s3.store import ObjectStore, open_store
+from wanrl_s3.store import Blob, ObjectStore, open_store
+from wanrl_s3.store.memory import MemoryStore
 from wanrl_s3.subscriber import Snapshot, Subscriber
 
 
@@ -151,3 +155,39 @@ def test_plan_from_unknown_version_uses_keyframe(store: ObjectStore, chain20: li
     with Subscriber(store) as sub:
         plan = plan_fetch(sub.manifest(20), sub.manifest, have_version=999)
         assert plan.have_version is None and plan.steps[0].kind == "full"
+
+
+class SlowManifests(MemoryStore):
+    """A memory store whose manifest reads take 50 ms each, recording when each ran."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.reads: list[tuple[float, float]] = []
+
+    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+        if not key.endswith("manifest.json"):
+            return super()._get(key, if_none_match=if_none_match)
+        start = time.monotonic()
+        time.sleep(0.05)
+        blob = super()._get(key, if_none_match=if_none_match)
+        self.reads.append((start, time.monotonic()))
+        return blob
+
+
+def test_a_fresh_reader_fetches_a_chains_manifests_together() -> None:
+    """Planning 9 deltas past a keyframe: the manifests overlap in time, not one by one."""
+    name = f"chain-{uuid.uuid4().hex}"
+    rng = np.random.default_rng(3)
+    pub = Publisher(open_store(f"memory://{name}"), PublishConfig(keyframe_every=10))
+    versions, state = [], initial(rng)
+    for v in range(1, 11):
+        state = step(state, rng, 0.01)
+        pub.publish(state, v)
+        versions.append(state)
+    store = SlowManifests(name)
+    with Subscriber(store) as sub:
+        got = sub.fetch(10, have=None)
+    assert same(got, versions[-1])
+    assert len(store.reads) == 10
+    most_at_once = max(sum(s < t < e for s, e in store.reads) for t, _ in store.reads)
+    assert most_at_once >= 4, store.reads  # one by one, no read would overlap another

@@ -10,6 +10,7 @@ keyframe instead of installing garbage.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -31,6 +32,7 @@ from .tensors import byte_view
 
 log = logging.getLogger(__name__)
 MiB = 2**20
+PREFETCH_MANIFESTS = 64  # at most this many manifests below a target are fetched at once
 Allocator = Callable[[TensorEntry], np.ndarray]
 
 
@@ -77,12 +79,16 @@ class Subscriber:
         self.range_bytes = range_bytes
         self.verifier = verifier
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-get")
+        # manifests get their own threads: a plan made while a download fills _pool
+        # (the watcher's abandon check) must not queue behind its payload reads
+        self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
         self._manifests: OrderedDict[int, Manifest] = OrderedDict()
         self._cache_size = manifest_cache
         self._lock = threading.Lock()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._meta_pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Subscriber:
         return self
@@ -189,7 +195,30 @@ class Subscriber:
 
     def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
         target = self.manifest(self.resolve(version))
+        self._prefetch_chain(target)
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
+
+    def _prefetch_chain(self, target: Manifest) -> None:
+        """Fetch the manifests between ``target``'s keyframe and it together, not one by one.
+
+        Planning walks a delta chain base by base; uncached, that costs one round
+        trip per version (ten behind a keyframe_every=10 target, a second on a
+        100 ms link). The walk then finds them cached. A version missing from the
+        range (versions need not be consecutive) or failing here is left to the
+        walk, which reports it if the chain needs it.
+        """
+        if target.kind != "delta" or target.keyframe_version is None:
+            return
+        low = max(target.keyframe_version, target.version - PREFETCH_MANIFESTS)
+        with self._lock:
+            wanted = [v for v in range(low, target.version) if v not in self._manifests]
+        if len(wanted) > 1:
+            for done in [self._meta_pool.submit(self._manifest_if_there, v) for v in wanted]:
+                done.result()
+
+    def _manifest_if_there(self, version: int) -> None:
+        with contextlib.suppress(WanrlError):
+            self.manifest(version)
 
     def verify_local(self, snapshot: Snapshot) -> Manifest:
         """Check that a local copy holds exactly the published tensors of its version."""
