@@ -4,12 +4,13 @@ local AWS provider plugin or without the checkov venv."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import tf_support
+
+from wanrl_s3.testing import free_port
 
 
 @pytest.fixture(scope="session")
@@ -36,18 +37,12 @@ def aws_plugin_dir(terraform_path: str) -> Path:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def terraform_moto_endpoint() -> Iterator[str]:
     """A moto server on 127.0.0.1 that stands in for STS, IAM and S3 when
     terraform plans or applies; one per test module, stopped afterwards."""
     server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port())
+    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
     server.start()
     try:
         host, port = server.get_host_and_port()
