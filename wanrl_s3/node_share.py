@@ -7,7 +7,8 @@ process that wants version v takes an exclusive lock on ``<dir>/<v>.lock``
 (``flock``), pulls v into ``<dir>/<v>.safetensors`` with
 :func:`~wanrl_s3.files.pull_to_file` (written beside the name, renamed into place
 only after every tensor verified), and releases the lock. The others wait for
-the lock, find the file, check it against the manifest's hashes and map it.
+the lock, find the file, check it against the manifest's hashes and map it; a
+process that finds the file already in place checks it without locking.
 
 - The kernel drops a lock when its holder dies, so a killed downloader's place is
   taken by the next waiter; its half-written ``.tmp-`` file is never read.
@@ -84,20 +85,24 @@ class NodeShare:
         waits for another process's download or during its own.
         """
         path = self.path(version)
-        with self._locked(path.with_suffix(".lock"), cancel):
-            snap = self._open_verified(sub, path, version)
-            if snap is None:
-                fetched = pull_to_file(
-                    sub, path, version, have=have, progress=progress, cancel=cancel
-                )
-                # map the committed file copy-on-write: the writer's mapping is shared, and a
-                # caller that writes into its tensors must not change the other processes'
-                snap = dataclasses.replace(fetched, tensors=_map(path).tensors)
+        # a file in place never changes (it is only ever replaced whole), so checking it needs
+        # no lock: readers verify side by side, and only a download is one at a time
+        snap = self._open_verified(sub, path, version)
+        if snap is None:
+            with self._locked(path.with_suffix(".lock"), cancel):
+                snap = self._open_verified(sub, path, version)  # done while we waited?
+                if snap is None:  # absent or bad: download, replacing a bad file whole
+                    fetched = pull_to_file(
+                        sub, path, version, have=have, progress=progress, cancel=cancel
+                    )
+                    # map the committed file copy-on-write: the writer's mapping is shared,
+                    # and a caller writing into its tensors must not change other processes'
+                    snap = dataclasses.replace(fetched, tensors=_map(path).tensors)
         self._prune(version)
         return snap
 
     def _open_verified(self, sub: Subscriber, path: Path, version: int) -> Snapshot | None:
-        """The shared file as a Snapshot if it exists and verifies; a bad one is removed."""
+        """The shared file as a Snapshot if it exists and verifies, else None."""
         if not path.exists():
             return None
         start = time.monotonic()
@@ -107,24 +112,22 @@ class NodeShare:
                 raise VerificationError(f"{path} holds version {snap.version}, not {version}")
             manifest = sub.verify_local(snap)
         except (UsageError, VerificationError) as exc:  # not ours, cut short or altered
-            log.warning("replacing the shared file %s: %s", path, exc)
-            path.unlink(missing_ok=True)
+            log.warning("the shared file %s will be downloaded again: %s", path, exc)
             return None
         return Snapshot(version, snap.tensors, manifest, verify_s=time.monotonic() - start)
 
     @contextlib.contextmanager
     def _locked(self, lock_path: Path, cancel: threading.Event | None) -> Iterator[None]:
         """Hold ``lock_path`` exclusively; poll so that ``cancel`` can end the wait."""
+        waiting = cancel or threading.Event()
         with open(lock_path, "a+b") as lock:
             while True:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
-                    if cancel is not None and cancel.wait(self.wait_poll_s):
+                    if waiting.wait(self.wait_poll_s):
                         raise FetchCancelled(f"gave up waiting for {lock_path}") from None
-                    if cancel is None:
-                        time.sleep(self.wait_poll_s)
             try:
                 yield
             finally:
