@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wanrl_s3 import synthetic
 from wanrl_s3.codec import DeltaPayload, decode_delta, encode_delta
 from wanrl_s3.codec.delta import binary_entropy, order0_entropy
+from wanrl_s3.testing import synthetic
 
 Bits = dict[str, np.ndarray]
 

@@ -22,12 +22,12 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from wanrl_s3.fleet import fleet_report, read_statuses
-from wanrl_s3.publisher import PublishConfig, Publisher
+from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.fetch.watch import WatchConfig, Watcher
+from wanrl_s3.fleet.status import fleet_report, read_statuses
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
-from wanrl_s3.subscriber import Subscriber
 from wanrl_s3.testing import local_s3, make_bucket, worker_command
-from wanrl_s3.watch import WatchConfig, Watcher
 
 S3_GET_USD_PER_1000 = 0.0004  # AWS S3 Standard GET, us-east-1 (wanrl_s3/cost/prices.json)
 

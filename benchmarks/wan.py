@@ -44,11 +44,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from transfer import make_snapshot  # benchmarks/ is on sys.path[0]
 
-from wanrl_s3 import layout, synthetic
-from wanrl_s3.publisher import PublishConfig, Publisher
-from wanrl_s3.safetensors_io import SafetensorsFile
+from wanrl_s3.format import layout
+from wanrl_s3.io.safetensors_file import SafetensorsFile
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_s3, make_bucket, synthetic
 
 PREFIX = "wan"
 CHUNK = 1 << 16

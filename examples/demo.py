@@ -23,11 +23,16 @@ from pathlib import Path
 
 import numpy as np
 
-from wanrl_s3.publisher import PublishConfig, Publisher
-from wanrl_s3.safetensors_io import SafetensorsFile
+from wanrl_s3.io.safetensors_file import SafetensorsFile
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
-from wanrl_s3.synthetic import llama_like_layout, nudge_state, param_count, random_bf16_state
 from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing.synthetic import (
+    llama_like_layout,
+    nudge_state,
+    param_count,
+    random_bf16_state,
+)
 
 CLI = [sys.executable, "-m", "wanrl_s3.cli"]
 

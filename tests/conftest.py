@@ -1,49 +1,31 @@
 """Shared fixtures: a real moto S3 server on 127.0.0.1, and stores of every kind.
 
 S3 behaviour is tested over real HTTP against moto's ThreadedMotoServer (not
-``mock_aws`` patching), so conditional writes, ranged GETs and multipart
-uploads go through botocore and a server exactly as they would against S3.
+``mock_aws`` patching), started in its own process by
+:func:`wanrl_s3.testing.local_s3`, so conditional writes, ranged GETs and
+multipart uploads go through botocore and a server exactly as against S3.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import uuid
 from collections.abc import Iterator
 
-import boto3
 import pytest
 
 from wanrl_s3.store import ObjectStore, open_store
-
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
+from wanrl_s3.testing import CREDENTIALS, local_s3, make_bucket
 
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     """A moto S3 server on 127.0.0.1 for the whole session; its endpoint URL."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     for key, value in CREDENTIALS.items():
         os.environ.setdefault(key, value)
     os.environ.pop("AWS_PROFILE", None)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-def make_bucket(endpoint: str) -> str:
-    name = f"wanrl-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket=name)
-    return name
+    with local_s3() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -1,8 +1,23 @@
-"""wanrl-s3: policy snapshots for WAN rollout fleets, through S3-compatible buckets."""
+"""wanrl-s3: policy snapshots for WAN rollout fleets, through S3-compatible buckets.
+
+This module is the public API: every name in ``__all__`` and nothing else.
+Modules below it are private and may move; the subpackages ``wanrl_s3.codec``
+(pure codecs), ``wanrl_s3.cost`` (the planner's formulas), ``wanrl_s3.store``
+(the store protocol, for backend authors) and ``wanrl_s3.testing`` (local
+endpoints, synthetic policies, the store contract suite) are public too, each
+through its own ``__all__``.
+
+Names are imported on first use, so ``import wanrl_s3`` stays cheap (the CLI's
+``estimate`` never loads boto3 or numpy's heavier users).
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
+    FetchCancelled,
     InfeasiblePlanError,
     ManifestError,
     NotFoundError,
@@ -14,14 +29,151 @@ from .errors import (
     WanrlError,
 )
 
+# public name -> the private module that defines it (imported lazily)
+_LAZY: dict[str, str] = {
+    # trainer side: publishing
+    "DELTA_MODES": ".publish.publisher",
+    "PublishConfig": ".publish.publisher",
+    "PublishResult": ".publish.publisher",
+    "Publisher": ".publish.publisher",
+    "resume_point": ".publish.resume",
+    "ResumePoint": ".publish.resume",
+    # worker side: fetching and installing
+    "Snapshot": ".fetch.subscriber",
+    "Subscriber": ".fetch.subscriber",
+    "InstallResult": ".fetch.watch",
+    "WatchConfig": ".fetch.watch",
+    "Watcher": ".fetch.watch",
+    "NodeShare": ".fetch.node_share",
+    "load_snapshot": ".fetch.files",
+    "pull_to_file": ".fetch.files",
+    # stores and regions
+    "ObjectStore": ".store",
+    "RetryPolicy": ".store",
+    "open_store": ".store",
+    "Region": ".regions.config",
+    "RegionsConfig": ".regions.config",
+    "load_regions": ".regions.config",
+    "choose_region": ".regions.probe",
+    "StoreRoles": ".regions.roles",
+    "store_roles": ".regions.roles",
+    # signing
+    "Signer": ".format.signing",
+    "Verifier": ".format.signing",
+    "generate_keypair": ".format.signing",
+    # tensors and files
+    "SafetensorsFile": ".io.safetensors_file",
+    "write_file": ".io.safetensors_file",
+    "to_numpy": ".io.tensors",
+    "to_torch": ".io.tensors",
+    # the fleet and the learner
+    "StatusReporter": ".fleet.status",
+    "WorkerStatus": ".fleet.status",
+    "fleet_report": ".fleet.status",
+    "read_statuses": ".fleet.status",
+    "StalenessConfig": ".staleness",
+    "StalenessFilter": ".staleness",
+    "Tagged": ".staleness",
+    "check_staleness": ".staleness",
+    "is_admissible": ".staleness",
+    # the planner
+    "PlanInputs": ".cost.plan",
+    "Plan": ".cost.plan",
+    "estimate": ".cost.plan",
+    "load_prices": ".cost.prices",
+}
+
+if TYPE_CHECKING:
+    from .cost.plan import Plan, PlanInputs, estimate
+    from .cost.prices import load_prices
+    from .fetch.files import load_snapshot, pull_to_file
+    from .fetch.node_share import NodeShare
+    from .fetch.subscriber import Snapshot, Subscriber
+    from .fetch.watch import InstallResult, WatchConfig, Watcher
+    from .fleet.status import StatusReporter, WorkerStatus, fleet_report, read_statuses
+    from .format.signing import Signer, Verifier, generate_keypair
+    from .io.safetensors_file import SafetensorsFile, write_file
+    from .io.tensors import to_numpy, to_torch
+    from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
+    from .publish.resume import ResumePoint, resume_point
+    from .regions.config import Region, RegionsConfig, load_regions
+    from .regions.probe import choose_region
+    from .regions.roles import StoreRoles, store_roles
+    from .staleness import (
+        StalenessConfig,
+        StalenessFilter,
+        Tagged,
+        check_staleness,
+        is_admissible,
+    )
+    from .store import ObjectStore, RetryPolicy, open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
 __all__ = [
+    "DELTA_MODES",
+    "FetchCancelled",
     "InfeasiblePlanError",
+    "InstallResult",
     "ManifestError",
+    "NodeShare",
     "NotFoundError",
+    "ObjectStore",
+    "Plan",
+    "PlanInputs",
+    "PublishConfig",
+    "PublishResult",
+    "Publisher",
+    "Region",
+    "RegionsConfig",
+    "ResumePoint",
+    "RetryPolicy",
+    "SafetensorsFile",
     "SignatureError",
+    "Signer",
+    "Snapshot",
+    "StalenessConfig",
+    "StalenessFilter",
+    "StatusReporter",
     "StoreError",
+    "StoreRoles",
+    "Subscriber",
+    "Tagged",
     "UsageError",
     "VerificationError",
+    "Verifier",
     "VersionConflictError",
     "WanrlError",
+    "WatchConfig",
+    "Watcher",
+    "WorkerStatus",
+    "check_staleness",
+    "choose_region",
+    "estimate",
+    "fleet_report",
+    "generate_keypair",
+    "is_admissible",
+    "load_prices",
+    "load_regions",
+    "load_snapshot",
+    "open_store",
+    "pull_to_file",
+    "read_statuses",
+    "resume_point",
+    "store_roles",
+    "to_numpy",
+    "to_torch",
+    "write_file",
 ]

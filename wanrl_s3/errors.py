@@ -16,6 +16,7 @@ Exit codes (also documented in the README):
 4    version conflict (the version exists, or LATEST is newer)
 5    infeasible plan (the planner's feasibility gate)
 6    the store could not be reached or failed an I/O request
+7    a fetch was cancelled (a newer version made it moot, or the process is stopping)
 ==== ==========================================================
 """
 
@@ -93,7 +94,18 @@ class PreconditionFailedError(StoreError):
     """
 
 
+class FetchCancelled(WanrlError):
+    """A fetch abandoned through its cancel event (a newer version made it moot).
+
+    Not a failure of the store or of the bytes: the caller asked for it. The CLI
+    never shows it to a user except when a worker is stopped mid-download.
+    """
+
+    exit_code = 7
+
+
 __all__ = [
+    "FetchCancelled",
     "InfeasiblePlanError",
     "ManifestError",
     "NotFoundError",

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from wanrl_s3.dtypes import DTYPES, DType
+from wanrl_s3.format.dtypes import DTYPES, DType
 
 MASKS = ("none", "all", "single", "random")
 

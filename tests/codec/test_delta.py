@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from tests.codec.helpers import sparse_pair, versions
 from wanrl_s3.codec import DeltaPayload, decode_delta, encode_delta, read_header
 from wanrl_s3.codec import delta as delta_mod
-from wanrl_s3.dtypes import DTYPES, DType
 from wanrl_s3.errors import UsageError, VerificationError
+from wanrl_s3.format.dtypes import DTYPES, DType
 
 
 @settings(max_examples=300, deadline=None)

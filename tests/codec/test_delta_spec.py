@@ -11,7 +11,7 @@ from tests.codec import reference
 from tests.codec.helpers import sparse_pair, versions
 from wanrl_s3.codec import decode_delta, encode_delta, read_header
 from wanrl_s3.codec import delta as delta_mod
-from wanrl_s3.dtypes import DType
+from wanrl_s3.format.dtypes import DType
 
 
 @settings(max_examples=150, deadline=None)

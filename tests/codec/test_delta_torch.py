@@ -11,8 +11,8 @@ from hypothesis import given, settings
 
 from tests.codec.helpers import sparse_pair, versions
 from wanrl_s3.codec import decode_delta, encode_delta
-from wanrl_s3.dtypes import DTYPES, DType
 from wanrl_s3.errors import UsageError, VerificationError
+from wanrl_s3.format.dtypes import DTYPES, DType
 
 torch = pytest.importorskip("torch")
 from wanrl_s3.codec import decode_delta_torch, encode_delta_torch  # noqa: E402

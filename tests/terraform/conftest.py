@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tf_support
 
-from wanrl_s3.testing import free_port
+from wanrl_s3.testing import local_s3
 
 
 @pytest.fixture(scope="session")
@@ -41,11 +41,6 @@ def aws_plugin_dir(terraform_path: str) -> Path:
 def terraform_moto_endpoint() -> Iterator[str]:
     """A moto server on 127.0.0.1 that stands in for STS, IAM and S3 when
     terraform plans or applies; one per test module, stopped afterwards."""
-    server_mod = pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=free_port())
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    with local_s3() as endpoint:
+        yield endpoint

@@ -9,13 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .delta import (
-    DeltaHeader,
-    DeltaPayload,
-    decode_delta,
-    encode_delta,
-    read_header,
-)
+from .delta import DeltaHeader, DeltaPayload, decode_delta, encode_delta, read_header
 
 if TYPE_CHECKING:
     from .torch_delta import decode_delta_torch, encode_delta_torch

@@ -16,15 +16,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..dtypes import of_torch
 from ..errors import UsageError
-from .delta import (
-    DeltaPayload,
-    _payload_bytes,
-    _thread_count,
-    pack_changes,
-    unpack_changes,
-)
+from ..format.dtypes import of_torch
+from .delta import DeltaPayload, _payload_bytes, _thread_count, pack_changes, unpack_changes
 
 if TYPE_CHECKING:
     import torch

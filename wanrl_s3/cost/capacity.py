@@ -17,12 +17,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import InfeasiblePlanError, UsageError
-from ..staleness import (
-    MIN_STALENESS,
-    check_staleness,
-    kappa_for_staleness,
-    stability_warning,
-)
+from ..staleness import MIN_STALENESS, check_staleness, kappa_for_staleness, stability_warning
 
 
 def require_positive(name: str, value: float) -> float:

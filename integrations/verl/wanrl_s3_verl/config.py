@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
-from wanrl_s3 import layout
 from wanrl_s3.errors import UsageError
-from wanrl_s3.publisher import DELTA_MODES
-from wanrl_s3.regions import RegionsConfig, load_regions
+from wanrl_s3.format import layout
+from wanrl_s3.publish.publisher import DELTA_MODES
+from wanrl_s3.regions.config import RegionsConfig, load_regions
 from wanrl_s3.staleness import StalenessConfig, check_staleness
 from wanrl_s3.store import ObjectStore, open_store
 
@@ -232,7 +232,7 @@ class EngineSettings(StoreSettings):
         regions = self.regions_config()
         if regions is None:
             return self.open_store(), ""
-        from wanrl_s3.probe import choose_region
+        from wanrl_s3.regions.probe import choose_region
 
         try:
             choice = choose_region(regions, self.region)

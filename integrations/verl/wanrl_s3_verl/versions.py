@@ -26,11 +26,11 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
-from wanrl_s3 import layout
 from wanrl_s3.errors import ManifestError, UsageError, WanrlError
-from wanrl_s3.fleet import STATUS_FORMAT, WorkerStatus
+from wanrl_s3.fetch.watch import InstallResult
+from wanrl_s3.fleet.status import STATUS_FORMAT, WorkerStatus
+from wanrl_s3.format import layout
 from wanrl_s3.store import ObjectStore
-from wanrl_s3.watch import InstallResult
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CREDENTIALS
+from wanrl_s3.testing import CREDENTIALS
 
 HAVE_VERL = importlib.util.find_spec("verl") is not None
 collect_ignore_glob = [] if HAVE_VERL else ["test_*.py"]

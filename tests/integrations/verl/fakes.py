@@ -25,8 +25,8 @@ from verl.utils.import_utils import import_external_libs
 from verl.workers.rollout import BaseRollout
 from verl.workers.rollout.utils import ensure_async_iterator
 
-from wanrl_s3 import hashing
-from wanrl_s3.tensors import byte_view, to_numpy
+from wanrl_s3.format import hashing
+from wanrl_s3.io.tensors import byte_view, to_numpy
 
 
 def policy(global_steps: int) -> dict[str, torch.Tensor]:

@@ -233,7 +233,7 @@ async def _collect(agen: Any) -> list[Any]:
 def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
     moto_endpoint: str, tmp_path: Path
 ) -> None:
-    from tests.conftest import make_bucket
+    from wanrl_s3.testing import make_bucket
     from wanrl_s3_verl.config import FilterSettings
 
     buckets = {name: make_bucket(moto_endpoint) for name in ("east", "west")}

@@ -1,0 +1,179 @@
+"""The command line: round trips, exit codes, one-line errors, nothing written on failure."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from wanrl_s3.cli import main
+from wanrl_s3.format import layout
+from wanrl_s3.io.safetensors_file import SafetensorsFile, write_file
+from wanrl_s3.store import open_store
+
+
+def model(seed: int, n: int = 4) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    out = {
+        f"model.layers.{i}.mlp.up_proj.weight": rng.integers(0, 2**16, (64, 32), np.uint16).view(
+            ml_dtypes.bfloat16
+        )
+        for i in range(n)
+    }
+    out["model.norm.weight"] = np.ones(32, np.float32)
+    return out
+
+
+@pytest.fixture(params=["file", "s3"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return f"file://{tmp_path}/bucket/run"
+    return request.getfixturevalue("s3_url")
+
+
+@pytest.fixture
+def cli(moto_endpoint: str, capsys: pytest.CaptureFixture[str]):
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(
+            [*argv, "--endpoint-url", moto_endpoint]
+            if argv[0] in ("publish", "pull", "inspect")
+            else list(argv)
+        )
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def read(path: Path) -> dict[str, bytes]:
+    return {n: a.tobytes() for n, a in SafetensorsFile(path).items()}
+
+
+def test_publish_pull_inspect_round_trip(cli, url: str, tmp_path: Path) -> None:
+    src = write_file(tmp_path / "v1.safetensors", model(1))
+    code, out, err = cli("publish", str(src), "--store", url, "--version", "1")
+    assert code == 0, err
+    assert "published v1 (full)" in out
+    code, out, err = cli("pull", "--store", url, "--out", str(tmp_path / "got.safetensors"))
+    assert code == 0, err
+    assert read(tmp_path / "got.safetensors") == read(src)
+    code, out, _ = cli("inspect", "--store", url, "--json")
+    listing = json.loads(out)
+    assert listing["latest"] == 1 and listing["versions"][0]["kind"] == "full"
+    assert listing["versions"][0]["tensors"] == 5
+
+
+def test_folder_of_shards(cli, url: str, tmp_path: Path) -> None:
+    shards = tmp_path / "ckpt"
+    shards.mkdir()
+    tensors = model(2, n=6)
+    names = sorted(tensors)
+    write_file(shards / "model-00001-of-00002.safetensors", {n: tensors[n] for n in names[:3]})
+    write_file(shards / "model-00002-of-00002.safetensors", {n: tensors[n] for n in names[3:]})
+    assert cli("publish", str(shards), "--store", url, "--version", "3")[0] == 0
+    out = tmp_path / "all.safetensors"
+    assert cli("pull", "--store", url, "--version", "3", "--out", str(out))[0] == 0
+    assert read(out) == {n: a.tobytes() for n, a in tensors.items()}
+
+
+def test_second_publish_exits_4_and_keeps_the_first(cli, url: str, tmp_path: Path) -> None:
+    first = write_file(tmp_path / "a.safetensors", model(1))
+    second = write_file(tmp_path / "b.safetensors", model(2))
+    assert cli("publish", str(first), "--store", url, "--version", "1")[0] == 0
+    code, _, err = cli("publish", str(second), "--store", url, "--version", "1")
+    assert code == 4
+    assert err.count("\n") == 1 and "version 1" in err
+    assert cli("pull", "--store", url, "--out", str(tmp_path / "o.safetensors"))[0] == 0
+    assert read(tmp_path / "o.safetensors") == read(first)
+
+
+def test_flipped_byte_exits_3_and_writes_nothing(
+    cli, url: str, tmp_path: Path, moto_endpoint: str
+) -> None:
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1", "--delta", "never")[0] == 0
+    store = open_store(url, endpoint_url=moto_endpoint)
+    key = next(o.key for o in store.list("v/") if o.key.endswith(".bin"))
+    data = bytearray(store.get_bytes(key))
+    data[len(data) // 2] ^= 0x01
+    store.put_bytes(key, bytes(data))
+    out = tmp_path / "out.safetensors"
+    out.write_bytes(b"previous contents")
+    code, _, err = cli("pull", "--store", url, "--out", str(out))
+    assert code == 3
+    assert "not match" in err and err.count("\n") == 1
+    assert out.read_bytes() == b"previous contents"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, moto_endpoint: str) -> None:
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    store = open_store(url, endpoint_url=moto_endpoint)
+    m = json.loads(store.get_bytes(layout.manifest_key(1)))
+    m["tensors"][0]["shape"] = [10**6, 10**6]
+    store.put_bytes(layout.manifest_key(1), json.dumps(m).encode())
+    code, _, err = cli("pull", "--store", url, "--out", str(tmp_path / "x.safetensors"))
+    assert code == 3 and "shape" in err
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["publish", "/nonexistent.safetensors", "--store", "memory://x", "--version", "1"],
+            "does not exist",
+        ),
+        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "between 0"),
+        (["publish", "{src}", "--store", "ftp://host/x", "--version", "1"], "unknown store"),
+        (
+            [
+                "publish",
+                "{src}",
+                "--store",
+                "memory://x",
+                "--version",
+                "1",
+                "--keyframe-every",
+                "0",
+            ],
+            "keyframe_every",
+        ),
+        (["publish", "{garbage}", "--store", "memory://x", "--version", "1"], "header"),
+        (
+            ["pull", "--store", "memory://empty", "--out", "{tmp}/o.safetensors"],
+            "nothing is published",
+        ),
+        (["pull", "--store", "memory://x", "--version", "abc", "--out", "{tmp}/o"], "version"),
+        (["publish"], "required"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(cli, tmp_path: Path, argv: list[str], needle: str) -> None:
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    argv = [a.format(src=src, garbage=garbage, tmp=tmp_path) for a in argv]
+    code, _, err = cli(*argv)
+    assert code == 2, err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_pull_into_a_missing_directory_exits_2(cli, url: str, tmp_path: Path) -> None:
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    code, _, err = cli("pull", "--store", url, "--out", str(tmp_path / "no" / "such.safetensors"))
+    assert code == 2 and "not a directory" in err
+
+
+def test_unreachable_endpoint_exits_6(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+    code = main(["inspect", "--store", "s3://bucket/x", "--endpoint-url", "http://127.0.0.1:9"])
+    err = capsys.readouterr().err
+    assert code == 6 and err.count("\n") == 1

@@ -1,0 +1,70 @@
+"""`wanrl-s3 gc`: one store, or every region a regions file says the publisher writes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.regions.support import model, nudge, three_regions, write_regions
+from wanrl_s3.cli import main
+from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
+from wanrl_s3.store import open_store
+
+CHAIN = PublishConfig(keyframe_every=3)  # keyframes at 1, 4, 7
+
+
+def publish_seven(stores: list) -> None:
+    pub = Publisher(stores, CHAIN)
+    state = model(1)
+    for v in range(1, 8):
+        state = nudge(state, v)
+        pub.publish(state, v)
+
+
+def test_gc_one_store_keeps_chains_and_dry_run_deletes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"file://{tmp_path}/store"
+    publish_seven([open_store(url)])
+    assert main(["gc", "--store", url, "--keep", "2", "--dry-run", "--json"]) == 0
+    dry = json.loads(capsys.readouterr().out)[url]
+    assert dry["kept_versions"] == [4, 5, 6, 7] and dry["deleted_versions"] == [1, 2, 3]
+    with Subscriber(open_store(url)) as sub:
+        assert sub.versions() == list(range(1, 8))  # a dry run deletes nothing
+    assert main(["gc", "--store", url, "--keep", "2"]) == 0
+    assert "deleted 3 versions" in capsys.readouterr().out
+    with Subscriber(open_store(url)) as sub:
+        assert sub.versions() == [4, 5, 6, 7]
+        assert sub.fetch(7, have=None).version == 7
+
+
+def test_gc_regions_fanout_collects_every_region(
+    tmp_path: Path, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regions = three_regions(moto_endpoint, "fanout")
+    publish_seven([regions.store(r.name) for r in regions.regions])
+    path = write_regions(tmp_path / "regions.toml", regions)
+    assert main(["gc", "--regions", str(path), "--keep", "1", "--json"]) == 0
+    reports = json.loads(capsys.readouterr().out)
+    assert sorted(reports) == ["apne1", "euw1", "use1"]
+    for name in reports:
+        with Subscriber(regions.store(name)) as sub:
+            assert sub.versions() == [7]
+
+
+def test_gc_regions_replicate_collects_the_primary_only(
+    tmp_path: Path, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regions = three_regions(moto_endpoint, "replicate")
+    path = write_regions(tmp_path / "regions.toml", regions)
+    publish_seven([regions.store("use1")])
+    assert main(["gc", "--regions", str(path), "--keep", "1", "--dry-run", "--json"]) == 0
+    assert list(json.loads(capsys.readouterr().out)) == ["use1"]
+
+
+def test_gc_needs_a_store_or_regions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["gc"]) == 2
+    assert "--store" in capsys.readouterr().err

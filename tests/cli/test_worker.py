@@ -1,0 +1,166 @@
+"""`wanrl-s3 worker` processes against the moto server: converge, survive kills, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from wanrl_s3.cli import main
+from wanrl_s3.fetch.files import load_snapshot
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
+from wanrl_s3.store import open_store
+from wanrl_s3.testing import worker_command
+from wanrl_s3.testing.synthetic import nudge_state
+
+MiB = 2**20
+
+
+def model(seed: int, mib: float = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n = int(mib * MiB) // 8
+    return {
+        f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
+        for i in range(4)
+    }
+
+
+def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    return nudge_state(state, 0.01, seed=seed)
+
+
+def start_worker(
+    url: str, endpoint: str, out: Path, worker_id: str, *extra: str
+) -> subprocess.Popen[str]:
+    out.mkdir(exist_ok=True)
+    return subprocess.Popen(
+        worker_command(url, endpoint, str(out), worker_id, 0.1, *extra),
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+
+
+def version_in(out: Path) -> int | None:
+    path = out / "model.safetensors"
+    return load_snapshot(path).version if path.exists() else None
+
+
+def wait_for(predicate, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen[str]) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    return err
+
+
+def test_workers_started_apart_converge_and_report(
+    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig(keyframe_every=3))
+    state = model(1)
+    pub.publish(state, 1)
+    marker = tmp_path / "hook.log"
+    hook = f"echo $WANRL_S3_VERSION >> {marker}"
+    a = start_worker(s3_url, moto_endpoint, tmp_path / "a", "worker-a", "--on-install", hook)
+    wait_for(lambda: version_in(tmp_path / "a") == 1)
+    for v in (2, 3):
+        state = nudge(state, v)
+        pub.publish(state, v)
+    b = start_worker(s3_url, moto_endpoint, tmp_path / "b", "worker-b")  # joins at v3
+    for v in (4, 5):
+        state = nudge(state, v)
+        pub.publish(state, v)
+    c = start_worker(s3_url, moto_endpoint, tmp_path / "c", "worker-c")  # joins at v5
+    try:
+        for d in "abc":
+            wait_for(lambda d=d: version_in(tmp_path / d) == 5)
+    finally:
+        logs = [stop(p) for p in (a, b, c)]
+    for d in "abc":
+        snap = load_snapshot(tmp_path / d / "model.safetensors")
+        assert all(snap.tensors[k].tobytes() == state[k].tobytes() for k in state)
+    assert "installed v5" in logs[0] and "stopped" in logs[0]
+    assert marker.read_text().split()[-1] == "5"  # the hook ran with the version
+    assert main(["status", "--store", s3_url, "--endpoint-url", moto_endpoint, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["latest"] == 5 and report["lagging"] == []
+    v5 = next(v for v in report["versions"] if v["version"] == 5)
+    assert v5["installed"] == 3 and v5["t_bcast_s"] is not None and v5["t_bcast_s"] >= 0
+    assert {w["installed_version"] for w in report["workers"]} == {5}
+
+
+def test_worker_killed_mid_download_restarts_and_finishes(
+    s3_url: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig(delta="never"))
+    pub.publish(model(1, mib=0.5), 1)
+    out = tmp_path / "w"
+    w = start_worker(s3_url, moto_endpoint, out, "w1", "--concurrency", "2")
+    wait_for(lambda: version_in(out) == 1)
+    big = model(2, mib=96)
+    pub.publish(big, 2)
+    line = ""
+    while "downloading v2" not in line:
+        line = w.stderr.readline()
+        assert line, "worker exited"
+    time.sleep(0.1)
+    w.send_signal(signal.SIGKILL)
+    w.wait()
+    assert version_in(out) == 1  # the installed file is still whole and still v1
+    w = start_worker(s3_url, moto_endpoint, out, "w1")
+    try:
+        wait_for(lambda: version_in(out) == 2, timeout_s=120)
+    finally:
+        stop(w)
+    snap = load_snapshot(out / "model.safetensors")
+    assert all(snap.tensors[k].tobytes() == big[k].tobytes() for k in big)
+    assert [p.name for p in out.iterdir()] == ["model.safetensors"]
+
+
+def test_worker_refuses_a_missing_out_dir(tmp_path: Path, capsys) -> None:
+    code = main(["worker", "--store", "memory://x", "--out-dir", str(tmp_path / "nope")])
+    assert code == 2 and "not a directory" in capsys.readouterr().err
+
+
+def test_workers_with_a_share_dir_download_each_version_once(
+    s3_url: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig())
+    state = model(1)
+    pub.publish(state, 1)
+    share = ("--share-dir", str(tmp_path / "share"))
+    workers = [start_worker(s3_url, moto_endpoint, tmp_path / d, d, *share) for d in "ab"]
+    try:
+        for v in (2, 3):
+            for d in "ab":
+                wait_for(lambda d=d, v=v: version_in(tmp_path / d) == v - 1)
+            state = nudge(state, v)
+            pub.publish(state, v)
+        for d in "ab":
+            wait_for(lambda d=d: version_in(tmp_path / d) == 3)
+    finally:
+        logs = [stop(p) for p in workers]
+    for d in "ab":
+        snap = load_snapshot(tmp_path / d / "model.safetensors")
+        assert all(snap.tensors[k].tobytes() == state[k].tobytes() for k in state)
+    for v in (1, 2, 3):  # each version: one worker downloaded it, the other mapped the file
+        downloads = [log.count(f"version {v} ready: 0 bytes") for log in logs]
+        assert sorted(downloads) == [0, 1], (v, logs)
+    assert (tmp_path / "share" / "000000000003.safetensors").exists()

@@ -1,0 +1,192 @@
+"""Watcher: conditional polling, background prefetch, short installs, abandoning superseded."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Iterator
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.fetch.watch import WatchConfig, Watcher
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
+from wanrl_s3.store import open_store
+
+MiB = 2**20
+
+
+def model(seed: int, mib: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n = mib * MiB // 2 // 4
+    return {
+        f"layers.{i}.w": rng.integers(0, 2**16, n, np.uint16).view(ml_dtypes.bfloat16)
+        for i in range(4)
+    }
+
+
+def wait_for(predicate, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_unchanged_latest_is_a_304_and_install_returns_at_once(tmp_path) -> None:
+    store = open_store(f"file://{tmp_path}/s")
+    Publisher(store, PublishConfig(delta="never")).publish(model(1), 1)
+    with Subscriber(store) as sub:
+        w = Watcher(sub)
+        assert w.poll_once().version == 1
+        assert w.poll_once() is None  # conditional GET: nothing new, no body
+        assert w.install() is None  # nothing ready yet (no download thread running)
+        assert w.fetch_once()
+        result = w.install()
+        assert result is not None and result.version == 1 and w.installed_version == 1
+        start = time.monotonic()
+        assert w.install() is None
+        assert time.monotonic() - start < 0.05
+
+
+def test_prefetch_in_background_then_install(s3_url: str, moto_endpoint: str) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig(keyframe_every=100))
+    state = model(2)
+    pub.publish(state, 1)
+    with Subscriber(store) as sub, Watcher(sub, WatchConfig(poll_interval_s=0.05)) as w:
+        assert w.wait_ready(30) == 1
+        installed: dict[str, np.ndarray] = {}
+        r = w.install(lambda name, arr: installed.__setitem__(name, arr.copy()))
+        assert r.version == 1 and r.path == (1,)
+        assert all(installed[k].tobytes() == state[k].tobytes() for k in state)
+        bits = state["layers.0.w"].view(np.uint16).copy()
+        bits[::100] ^= 1
+        state = {**state, "layers.0.w": bits.view(ml_dtypes.bfloat16)}
+        pub.publish(state, 2)
+        assert w.wait_ready(30) == 2
+        r2 = w.install(lambda name, arr: installed.__setitem__(name, arr.copy()))
+        assert r2.path == (2,) and r2.downloaded_bytes < 0.05 * sum(
+            a.nbytes for a in state.values()
+        )
+        assert r2.seen_at_s >= r2.published_at_s - 1 and r2.installed_at_s >= r2.ready_at_s
+        assert all(installed[k].tobytes() == state[k].tobytes() for k in state)
+
+
+def test_generation_continues_while_a_big_version_downloads(
+    s3_url: str, moto_endpoint: str
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    pub = Publisher(store, PublishConfig(delta="never"))
+    pub.publish(model(3, mib=1), 1)
+    produced: list[tuple[float, int | None]] = []
+    stop = threading.Event()
+    with (
+        Subscriber(store, concurrency=2) as sub,
+        Watcher(sub, WatchConfig(poll_interval_s=0.05)) as w,
+    ):
+        w.wait_ready(30)
+        w.install()
+
+        def engine() -> None:  # keeps generating, tagging items with the policy it runs
+            while not stop.is_set():
+                produced.append((time.monotonic(), w.installed_version))
+                time.sleep(0.001)
+
+        t = threading.Thread(target=engine)
+        t.start()
+        pub.publish(model(4, mib=64), 2)  # a big, full version
+        commit = time.monotonic()
+        assert w.wait_ready(60) == 2
+        ready = time.monotonic()
+        r = w.install()
+        switched = time.monotonic()
+        time.sleep(0.05)
+        stop.set()
+        t.join()
+    during = [v for ts, v in produced if commit <= ts < ready]
+    after = [v for ts, v in produced if ts > switched]
+    assert len(during) > 10, "the engine stalled while the version downloaded"
+    assert set(during) == {1} and set(after) == {2}
+    assert r.apply_s < (ready - commit)  # the pause is the local apply, not the download
+
+
+def test_superseded_version_is_abandoned(tmp_path) -> None:
+    store = open_store(f"file://{tmp_path}/s")
+    pub = Publisher(store, PublishConfig(delta="never"))
+    pub.publish(model(5), 1)
+    pub.publish(model(6), 2)
+    with Subscriber(store) as sub:
+        w = Watcher(sub)
+        w.poll_once()
+        w._state.downloading = 1  # as if v1 were still downloading when v2 appears
+        w._state.want = 1
+        w._etag = None
+        cancelled = threading.Event()
+        w._cancel = cancelled
+        assert w.poll_once().version == 2
+        assert cancelled.is_set()  # full v1 then full v2 costs more than full v2
+        w._state.downloading = None
+        assert w.fetch_once()
+        assert w.install().version == 2
+
+
+def test_never_exposes_an_unverified_version(tmp_path) -> None:
+    store = open_store(f"file://{tmp_path}/s")
+    Publisher(store, PublishConfig(delta="never")).publish(model(7), 1)
+    key = next(o.key for o in store.list("v/") if o.key.endswith(".bin"))
+    data = bytearray(store.get_bytes(key))
+    data[0] ^= 1
+    store.put_bytes(key, bytes(data))
+    with Subscriber(store) as sub:
+        w = Watcher(sub, WatchConfig(retry_backoff_s=0.01))
+        w.poll_once()
+        assert not w.fetch_once()
+        assert w.ready_version is None and w.install() is None
+        assert "does not match" in (w.last_error or "") or "not match" in (w.last_error or "")
+
+
+@pytest.mark.parametrize("bad", [{"poll_interval_s": 0}, {"jitter_fraction": 1.5}])
+def test_config_is_validated(bad: dict) -> None:
+    from wanrl_s3.errors import UsageError
+
+    with pytest.raises(UsageError):
+        WatchConfig(**bad)
+
+
+@contextlib.contextmanager
+def v1_ready(tmp_path) -> Iterator[Watcher]:
+    """A watcher (threads not started) with version 1 downloaded and ready to install."""
+    store = open_store(f"file://{tmp_path}/s")
+    Publisher(store, PublishConfig(delta="never")).publish(model(1), 1)
+    with Subscriber(store) as sub:
+        w = Watcher(sub)
+        w.poll_once()
+        assert w.fetch_once() and w.ready_version == 1
+        yield w
+
+
+def test_a_version_being_installed_is_held_not_downloaded_again(tmp_path) -> None:
+    """The download loop re-checks right after a fetch; an install in progress counts as held."""
+    with v1_ready(tmp_path) as w:
+        during: list[object] = []
+
+        def apply(name: str, arr: np.ndarray) -> None:
+            during.append((w.fetch_once(), w.held_version))
+
+        assert w.install(apply) is not None
+        assert during and all(d == (False, 1) for d in during)
+
+
+def test_a_failed_install_offers_the_version_again(tmp_path) -> None:
+    with v1_ready(tmp_path) as w:
+
+        def broken(name: str, arr: np.ndarray) -> None:
+            raise RuntimeError("the engine refused the weights")
+
+        with pytest.raises(RuntimeError):
+            w.install(broken)
+        assert w.installed_version is None and w.ready_version == 1
+        assert w.install() is not None and w.installed_version == 1

@@ -1,0 +1,144 @@
+"""The manifest reader refuses every malformed manifest with an error naming the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from wanrl_s3.errors import ManifestError, VerificationError
+from wanrl_s3.format import hashing
+from wanrl_s3.format.manifest import Latest, Manifest, ObjectRef, Segment, TensorEntry
+
+H = hashing.digest(b"x" * 16)
+
+
+def valid() -> dict[str, Any]:
+    entries = (
+        TensorEntry("w", "BF16", (2, 4), H, "raw", (Segment("p/000000.bin", 0, 16),), H),
+        TensorEntry("b", "F32", (2,), H, "raw", (Segment("p/000000.bin", 16, 8),), H),
+    )
+    m = Manifest(
+        "run-1",
+        7,
+        1_700_000_000.5,
+        "full",
+        entries,
+        (ObjectRef("p/000000.bin", 24),),
+        None,
+        7,
+        {"step": "70"},
+    )
+    return m.to_dict()
+
+
+def parse(d: dict[str, Any]) -> Manifest:
+    return Manifest.from_json(json.dumps(d).encode(), expect_version=d.get("version"))
+
+
+def test_valid_manifest_round_trips() -> None:
+    m = parse(valid())
+    assert m.version == 7 and m.kind == "full" and m.raw_bytes == 24 and m.stored_bytes == 24
+    assert Manifest.from_json(m.to_json()) == m
+    assert isinstance(ManifestError("x"), VerificationError)
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(d: dict[str, Any]) -> None:
+        target: Any = d
+        parts = path.split(".")
+        for p in parts[:-1]:
+            target = target[int(p)] if p.isdigit() else target[p]
+        last = parts[-1]
+        if value is _DELETE:
+            del target[last]
+        elif last.isdigit():
+            target[int(last)] = value
+        else:
+            target[last] = value
+
+    return mutate
+
+
+_DELETE = object()
+
+BAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "unknown dtype": (_set("tensors.0.dtype", "F8_E4M3"), "dtype"),
+    "shape disagrees with bytes": (_set("tensors.0.shape", [2, 5]), "segments"),
+    "negative dim": (_set("tensors.0.shape", [-2, 4]), "shape"),
+    "absurd size": (_set("tensors.0.shape", [2**40, 2**20]), "shape"),
+    "overlapping ranges": (_set("tensors.1.segments.0.offset", 8), "overlap"),
+    "range past object end": (_set("objects.0.size", 20), "out of range"),
+    "key escapes prefix": (_set("objects.0.key", "../../other/v/1/x.bin"), "key"),
+    "absolute key": (_set("objects.0.key", "/etc/passwd"), "key"),
+    "segment in unlisted object": (_set("tensors.0.segments.0.key", "p/000009.bin"), "not listed"),
+    "missing field": (_set("tensors.0.hash", _DELETE), "hash"),
+    "bad hash": (_set("tensors.0.hash", "abc"), "hash"),
+    "unknown field": (_set("surprise", 1), "surprise"),
+    "wrong format": (_set("format", "something-else"), "format"),
+    "newer schema": (_set("schema_version", 2), "schema_version"),
+    "version is a string": (_set("version", "7"), "version"),
+    "bool as int": (_set("tensors.0.segments.0.offset", True), "offset"),
+    "zero-length segment": (_set("tensors.0.segments.0.length", 0), "length"),
+    "duplicate name": (_set("tensors.1.name", "w"), "twice"),
+    "empty tensors": (_set("tensors", []), "tensors"),
+    "full with a base": (_set("base_version", 3), "base_version"),
+    "bad kind": (_set("kind", "partial"), "kind"),
+    "bad created_at": (_set("created_at", "yesterday"), "created_at"),
+    "delta encoding in a full version": (_set("tensors.0.encoding", "xor-delta"), "encoding"),
+    "raw stored hash differs": (_set("tensors.0.stored_hash", "0" * 64), "stored_hash"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_malformed_manifest_is_refused_naming_the_field(case: str) -> None:
+    mutate, needle = BAD[case]
+    d = copy.deepcopy(valid())
+    mutate(d)
+    with pytest.raises(ManifestError) as info:
+        parse(d)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_version_must_match_where_it_is_stored() -> None:
+    with pytest.raises(ManifestError, match="stored under version 8"):
+        Manifest.from_json(json.dumps(valid()).encode(), expect_version=8)
+
+
+@pytest.mark.parametrize("blob", [b"", b"{", b"[]", b"\xff\xfe", b"null", b'"x"'])
+def test_garbage_is_refused(blob: bytes) -> None:
+    with pytest.raises(ManifestError):
+        Manifest.from_json(blob)
+
+
+def test_delta_manifest_lineage_rules() -> None:
+    d = valid()
+    d.update(kind="delta", base_version=6, keyframe_version=5)
+    d["tensors"][0].update(encoding="xor-delta", changed=3, stored_hash=H)
+    assert parse(d).base_version == 6
+    for field, value, needle in [
+        ("base_version", 7, "earlier"),
+        ("base_version", None, "base_version"),
+        ("keyframe_version", 6.5, "keyframe_version"),
+    ]:
+        bad = copy.deepcopy(d)
+        bad[field] = value
+        with pytest.raises(ManifestError, match=needle):
+            parse(bad)
+    bad = copy.deepcopy(d)
+    del bad["tensors"][0]["changed"]
+    with pytest.raises(ManifestError, match="changed"):
+        parse(bad)
+
+
+def test_latest_pointer_round_trip_and_validation() -> None:
+    latest = Latest(12, "run-1", "delta", 10, 1_700_000_000.0)
+    assert Latest.from_json(latest.to_json()) == latest
+    d = json.loads(latest.to_json())
+    d["manifest"] = "v/000000000011/manifest.json"
+    with pytest.raises(ManifestError, match="manifest"):
+        Latest.from_json(json.dumps(d).encode())

@@ -1,0 +1,76 @@
+"""Human-readable rendering of a :class:`~wanrl_s3.cost.plan.Plan`.
+
+Kept apart from the CLI so the docs and the tests can render exactly what the
+command prints without going through argparse.
+"""
+
+from __future__ import annotations
+
+from ..cost.plan import Plan, TopologyEstimate
+from ..cost.prices import PriceBook
+from ..cost.topology import star_unlimited_s
+
+_COLUMNS = ("topology", "T_bcast", "feasible", "workers", "egress/pub", "egress/run", "cost/step")
+_WIDTHS = (20, 8, 8, 7, 10, 11, 9)
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _cells(row: TopologyEstimate) -> tuple[str, ...]:
+    return (
+        row.label,
+        f"{row.t_bcast_s:.0f} s",
+        "yes" if row.feasible else "no",
+        "-" if row.workers_needed is None else str(row.workers_needed),
+        _usd(row.egress_usd_per_publication),
+        _usd(row.egress_usd_per_run),
+        _usd(row.total_usd_per_step),
+    )
+
+
+def _line(cells: tuple[str, ...]) -> str:
+    first = cells[0].ljust(_WIDTHS[0])
+    rest = (c.rjust(w) for c, w in zip(cells[1:], _WIDTHS[1:], strict=True))
+    return "  ".join((first, *rest)).rstrip()
+
+
+def render_table(plan: Plan) -> str:
+    """One row per topology, columns as the issue asks for them."""
+    return "\n".join([_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)])
+
+
+def _header(plan: Plan, prices: PriceBook) -> list[str]:
+    i = plan.inputs
+    provider = prices.provider(i.provider)
+    source = "measured" if plan.t_bcast_source == "measured" else f"model: {plan.recommended}"
+    region_word = "region" if i.regions == 1 else "regions"
+    return [
+        f"snapshot {i.snapshot_gb:.1f} GB ({i.params:.3g} params x {i.bytes_per_param:g} B); "
+        f"delta {i.delta_gb:.2f} GB at density {i.density:.0%}",
+        f"staleness S={i.staleness}, kappa={i.kappa}: window kappa*T_train = {i.window_s:.0f} s; "
+        f"batch {i.batch} per step",
+        f"floor (star-unlimited, {i.downlink_mbps:g} Mbps downlink): "
+        f"{star_unlimited_s(i.snapshot_gb, i.downlink_mbps):.0f} s full, "
+        f"{star_unlimited_s(i.delta_gb, i.downlink_mbps):.0f} s delta",
+        f"T_bcast {plan.t_bcast_s:.0f} s ({source}): slack {plan.slack_s:.0f} s, "
+        f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
+        f"{plan.workers_needed} workers at {i.worker_rollouts_per_s:g} rollouts/s "
+        f"(gamma {i.gamma:g})",
+        f"prices: {provider.display} (as of {provider.as_of}), {i.regions} {region_word}; "
+        f"run {i.steps} steps = {i.publications} publications",
+    ]
+
+
+def render_text(plan: Plan, prices: PriceBook) -> str:
+    """The whole human report: assumptions, the table, the recommendation."""
+    return "\n".join(
+        [
+            *_header(plan, prices),
+            "",
+            render_table(plan),
+            "",
+            f"recommendation: {plan.reason}",
+        ]
+    )

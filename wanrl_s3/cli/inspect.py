@@ -1,0 +1,83 @@
+"""``wanrl-s3 inspect``: the versions in a store, or the tensors of one version."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..format.manifest import Manifest
+from .common import add_store_args, emit_json, human_bytes, subscriber_from_args
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "inspect", help="list versions (kind, sizes, density)", description=__doc__
+    )
+    add_store_args(p)
+    p.add_argument("--version", default=None, help="show this version's tensors")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=run)
+
+
+def version_row(m: Manifest, latest: int | None) -> dict[str, Any]:
+    return {
+        "version": m.version,
+        "latest": m.version == latest,
+        "kind": m.kind,
+        "base_version": m.base_version,
+        "keyframe_version": m.keyframe_version,
+        "tensors": len(m.tensors),
+        "raw_bytes": m.raw_bytes,
+        "stored_bytes": m.stored_bytes,
+        "density": m.density,
+        "created_at": m.to_dict()["created_at"],
+        "run_id": m.run_id,
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    with subscriber_from_args(args) as sub:
+        latest = sub.latest()
+        latest_v = None if latest is None else latest.version
+        if args.version is not None:
+            return _show_version(sub.manifest(sub.resolve(args.version)), args.json)
+        rows = [version_row(sub.manifest(v), latest_v) for v in sub.versions()]
+    if args.json:
+        emit_json({"store": args.store, "latest": latest_v, "versions": rows})
+        return 0
+    if not rows:
+        print(f"no versions at {args.store}")
+        return 0
+    print(
+        f"{'version':>9} {'kind':<5} {'base':>6} {'tensors':>7} {'raw':>11} {'stored':>11} "
+        f"{'density':>8}  created"
+    )
+    for r in rows:
+        density = "" if r["density"] is None else f"{r['density']:.3%}"
+        base = "" if r["base_version"] is None else str(r["base_version"])
+        mark = "*" if r["latest"] else " "
+        print(
+            f"{r['version']:>8}{mark} {r['kind']:<5} {base:>6} {r['tensors']:>7} "
+            f"{human_bytes(r['raw_bytes']):>11} {human_bytes(r['stored_bytes']):>11} "
+            f"{density:>8}  {r['created_at']}"
+        )
+    print("* = LATEST")
+    return 0
+
+
+def _show_version(m: Manifest, as_json: bool) -> int:
+    if as_json:
+        emit_json(m.to_dict())
+        return 0
+    print(
+        f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
+        f"{m.keyframe_version}), run {m.run_id}, {len(m.tensors)} tensors, "
+        f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored"
+    )
+    for t in m.tensors:
+        changed = "" if t.changed is None else f" changed={t.changed}"
+        print(
+            f"  {t.name}  {t.dtype}{list(t.shape)}  {t.encoding} "
+            f"{human_bytes(t.stored_bytes)}{changed}"
+        )
+    return 0

@@ -1,0 +1,43 @@
+"""``wanrl-s3 keygen``: make an Ed25519 key pair for signing manifests."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from ..errors import UsageError
+from ..format.signing import generate_keypair
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "keygen", help="make a manifest signing key pair", description=__doc__
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="NAME",
+        help="writes NAME.pem (private, mode 600) and NAME.pub.pem (public)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    private_path, public_path = Path(f"{args.out}.pem"), Path(f"{args.out}.pub.pem")
+    for path in (private_path, public_path):
+        if path.exists():
+            raise UsageError(f"{path} exists; refusing to overwrite a key")
+    private, public = generate_keypair()
+    try:
+        fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(private)
+        public_path.write_bytes(public)
+    except OSError as exc:
+        raise UsageError(f"cannot write the key pair: {exc}") from exc
+    print(
+        f"wrote {private_path} (keep it with the publisher) and {public_path} "
+        "(give it to workers: --verify-key)"
+    )
+    return 0

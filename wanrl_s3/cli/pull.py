@@ -1,0 +1,107 @@
+"""``wanrl-s3 pull``: download, verify and write one version as a .safetensors file.
+
+With ``--regions FILE`` it reads from one region (``--region``, or the fastest
+measured), and waits, with backoff, while that region shows the version but
+not yet all of it (bucket replication has no ordering).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ..errors import UsageError
+from ..fetch.files import load_snapshot, pull_to_file
+from ..fetch.watch import wait_visible
+from .common import (
+    add_region_arg,
+    add_regions_arg,
+    add_store_args,
+    emit_json,
+    human_bytes,
+    store_to_read,
+    subscriber_from_args,
+)
+from .progress import ProgressBar
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "pull", help="download and verify a version into a file", description=__doc__
+    )
+    add_store_args(p, required=False)
+    add_regions_arg(p, "pull from one of its regions")
+    add_region_arg(p, "not allowed")
+    p.add_argument(
+        "--visible-timeout-s",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="with --regions: how long to wait for a version still replicating (default 300)",
+    )
+    p.add_argument("--version", default="latest", help="a version number or 'latest'")
+    p.add_argument("--out", required=True, metavar="FILE.safetensors")
+    p.add_argument(
+        "--have",
+        metavar="FILE",
+        default=None,
+        help="a file from an earlier pull: download only the deltas after it",
+    )
+    p.add_argument("--concurrency", type=int, default=16, help="parallel ranged GETs")
+    p.add_argument(
+        "--fsync", action="store_true", help="flush the file to disk before renaming it into place"
+    )
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.region and not args.regions:
+        raise UsageError("--region picks one region of --regions FILE; give --regions too")
+    have = load_snapshot(args.have) if args.have else None
+    store, _, choice = store_to_read(args)
+    if choice is not None:
+        print(f"reading from region {choice.region} ({store.url})", file=sys.stderr)
+    start = time.monotonic()
+    with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
+        version = sub.resolve(args.version)
+        have_version = None if have is None else have.version
+        if choice is not None and not sub.is_visible(version, have_version):
+            print(
+                f"v{version} is not yet whole in region {choice.region} (replicating): "
+                f"waiting up to {args.visible_timeout_s:g} s",
+                file=sys.stderr,
+            )
+            wait_visible(sub, version, have_version, timeout_s=args.visible_timeout_s)
+        plan = sub.plan(version, None if have is None else have.version)
+        bar = ProgressBar(plan.download_bytes, f"pull v{version}")
+        try:
+            snap = pull_to_file(
+                sub, args.out, version, have=have, progress=bar.update, durable=args.fsync
+            )
+        finally:
+            bar.close()
+    seconds = time.monotonic() - start
+    summary = {
+        "version": snap.version,
+        "out": args.out,
+        "tensors": len(snap.tensors),
+        "downloaded_bytes": snap.downloaded_bytes,
+        "seconds": round(seconds, 3),
+        "download_s": round(snap.download_s, 3),
+        "verify_s": round(snap.verify_s, 3),
+        "mb_per_s": round(snap.downloaded_bytes / max(seconds, 1e-9) / 1e6, 1),
+        "path": list(snap.path),
+        "verified": True,
+    }
+    if args.json:
+        emit_json(summary)
+    else:
+        via = " -> ".join(f"v{v}" for v in snap.path) or "local copy"
+        print(
+            f"pulled v{snap.version} to {args.out}: {len(snap.tensors)} tensors, "
+            f"{human_bytes(snap.downloaded_bytes)} downloaded via {via} in {seconds:.2f} s "
+            f"({summary['mb_per_s']} MB/s), every tensor verified"
+        )
+    return 0

@@ -1,0 +1,82 @@
+"""``wanrl-s3 relay``: copy mode; copy each new version from the primary region to the others.
+
+Reads the regions file (its mode must be ``copy``), watches the primary's
+LATEST and commits each new version in every replica: payload objects
+(server-side within one S3 service, else streamed), then the manifest, then
+LATEST, forwards only. One log line per version and region. Run one relay per
+run, with the publisher's credentials; SIGTERM or Ctrl-C stops it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from ..errors import UsageError
+from ..regions.config import load_regions
+from ..regions.relay import Relay, RelayConfig
+
+log = logging.getLogger("wanrl_s3.regions.relay")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "relay", help="copy mode: relay new versions to the replica regions", description=__doc__
+    )
+    p.add_argument(
+        "--regions",
+        required=True,
+        metavar="FILE",
+        help="the regions file (`terraform output -raw regions_toml`), mode = copy",
+    )
+    p.add_argument(
+        "--poll-interval-s",
+        type=float,
+        default=5.0,
+        help="how often to look at the primary's LATEST (default 5)",
+    )
+    p.add_argument("--concurrency", type=int, default=8, help="objects copied at once")
+    p.add_argument(
+        "--once",
+        action="store_true",
+        help="bring every replica up to date once, then exit (cron, scripts)",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    regions = load_regions(args.regions)
+    if regions.mode != "copy":
+        raise UsageError(
+            f"{args.regions}: mode is {regions.mode!r}; the relay serves "
+            'mode = "copy" (fanout: the publisher writes every region; '
+            "replicate: bucket replication copies)"
+        )
+    if not regions.replicas:
+        raise UsageError(
+            f"{args.regions}: only the primary is listed; add a "
+            "[regions.NAME] table for each replica"
+        )
+    config = RelayConfig(poll_interval_s=args.poll_interval_s, concurrency=args.concurrency)
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 relay: %(message)s"
+    )
+    with Relay.from_regions(regions, config) as relay:
+        log.info(
+            "relaying %s (%s) to %s",
+            regions.primary,
+            relay.source.url,
+            ", ".join(f"{name} ({s.url})" for name, s in relay.replicas.items()),
+        )
+        if args.once:
+            relay.sync_once()
+        else:
+            stop = threading.Event()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, lambda *_: stop.set())
+            relay.run(stop)
+    log.info("stopped")
+    return 0

@@ -1,0 +1,247 @@
+"""``wanrl-s3 worker``: keep a directory holding the newest verified version.
+
+For inference engines outside the trainer's cluster: DIR/model.safetensors is
+always a whole, verified version (written beside and renamed into place), and
+CMD runs after each install, e.g. a call to the server's reload-weights
+endpoint, with WANRL_S3_VERSION and WANRL_S3_PATH in its environment. One log
+line per install; SIGTERM or Ctrl-C stops it cleanly.
+
+With ``--regions FILE`` the worker reads from one region: ``--region NAME``,
+or (``auto``) the one measured fastest at start-up. Versions that its region
+shows before replication has copied all of them are waited for, never read
+in part. With ``--max-lag-versions N`` it reads from another region while its
+own lags the primary by more than N versions, and says so in its log and its
+status object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import StoreError, UsageError, WanrlError
+from ..fetch.files import RUN_ID_KEY, VERSION_KEY, load_snapshot
+from ..fetch.subscriber import Snapshot, Subscriber
+from ..fetch.watch import InstallResult, WatchConfig, Watcher
+from ..fleet.status import StatusReporter
+from ..io.safetensors_file import SafetensorsWriter, TensorSpec
+from ..regions.config import RegionsConfig
+from ..regions.failover import FailoverConfig, RegionFailover
+from ..regions.probe import RegionChoice
+from .common import (
+    add_region_arg,
+    add_regions_arg,
+    add_store_args,
+    human_bytes,
+    store_to_read,
+    subscriber_from_args,
+)
+
+MODEL_FILE = "model.safetensors"
+log = logging.getLogger("wanrl_s3.worker")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "worker", help="keep a directory at the newest version", description=__doc__
+    )
+    add_store_args(p, required=False)
+    add_regions_arg(p, "read from one of its regions")
+    add_region_arg(p, "a label recorded in the status object")
+    p.add_argument(
+        "--max-lag-versions",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --regions: read from another region while this one lags the "
+        "primary by more than N versions (default: never)",
+    )
+    p.add_argument("--out-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--on-install", metavar="CMD", default=None, help="shell command run after each install"
+    )
+    p.add_argument("--worker-id", default=None, help="default: hostname-pid")
+    p.add_argument("--poll-interval-s", type=float, default=10.0)
+    p.add_argument(
+        "--share-dir",
+        metavar="DIR",
+        default=None,
+        help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
+        "each version is downloaded once per host",
+    )
+    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument(
+        "--exit-after",
+        type=int,
+        default=None,
+        metavar="N",
+        help="stop after N installs (for scripts and tests)",
+    )
+    p.set_defaults(func=run)
+
+
+def _write_file(out_dir: Path, snap: Snapshot) -> None:
+    manifest = snap.manifest
+    if manifest is None:  # a Watcher's snapshots always carry their manifest
+        raise UsageError(f"version {snap.version} came without its manifest")
+    specs = [
+        TensorSpec(n, manifest.by_name[n].dtype, manifest.by_name[n].shape) for n in snap.tensors
+    ]
+    meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: manifest.run_id}
+    with SafetensorsWriter(out_dir / MODEL_FILE, specs, meta) as w:
+        for name, arr in snap.items():
+            w.array(name)[...] = arr
+        w.commit()
+
+
+def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
+    """The version already in DIR, if it verifies; otherwise start from scratch."""
+    if not path.exists():
+        return None
+    try:
+        snap = load_snapshot(path)
+        sub.verify_local(snap)
+        return snap
+    except WanrlError as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"--out-dir {out_dir} is not a directory")
+    if args.max_lag_versions is not None and not args.regions:
+        raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
+    failover_config = (
+        None
+        if args.max_lag_versions is None
+        else FailoverConfig(args.max_lag_versions, check_interval_s=args.poll_interval_s)
+    )
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 worker: %(message)s"
+    )
+    worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+    store, regions, choice = store_to_read(args, max_lag_versions=args.max_lag_versions)
+    region = (args.region or "") if choice is None else choice.region
+    reporter = StatusReporter(store, worker_id, region)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
+        start = _start_from(sub, out_dir / MODEL_FILE)
+        config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=args.share_dir)
+        with Watcher(sub, config, start_from=start) as watcher:
+            log.info(
+                "%s watching %s%s from v%s",
+                worker_id,
+                store.url,
+                f" (region {region})" if region else "",
+                None if start is None else start.version,
+            )
+            failover = None
+            if regions is not None and choice is not None and failover_config is not None:
+                failover = _failover(args, regions, choice, watcher, reporter, failover_config)
+            try:
+                _serve(args, out_dir, watcher, reporter, failover, stop)
+            finally:
+                watcher.stop()
+                if failover is not None:
+                    failover.close()
+    log.info("%s stopped", worker_id)
+    return 0
+
+
+def _serve(
+    args: argparse.Namespace,
+    out_dir: Path,
+    watcher: Watcher,
+    reporter: StatusReporter,
+    failover: RegionFailover | None,
+    stop: threading.Event,
+) -> None:
+    """Install each version as it becomes ready, until stopped or --exit-after installs."""
+    installs = 0
+    while not stop.is_set():
+        if failover is not None:
+            failover.maybe_check()
+        if watcher.wait_ready(timeout_s=0.5) is None:
+            continue
+        result = watcher.install(sink=lambda s: _write_file(out_dir, s))
+        if result is None:
+            continue
+        installs += 1
+        _after_install(args, out_dir, result, reporter)
+        if args.exit_after is not None and installs >= args.exit_after:
+            return
+
+
+def _failover(
+    args: argparse.Namespace,
+    regions: RegionsConfig,
+    choice: RegionChoice,
+    watcher: Watcher,
+    reporter: StatusReporter,
+    config: FailoverConfig,
+) -> RegionFailover:
+    def subscriber_for(name: str) -> Subscriber:
+        return subscriber_from_args(args, regions.store(name), concurrency=args.concurrency)
+
+    return RegionFailover(
+        regions,
+        choice.region,
+        watcher,
+        subscriber_for,
+        config,
+        order=choice.order,
+        on_switch=lambda *a: _report(reporter.region_changed, *a),
+    )
+
+
+def _report(write: Callable[..., None], *args: object) -> None:
+    """Write the status object, best effort: it lives in the start-up region's bucket,
+    which may be the region that is down while the worker reads from another."""
+    try:
+        write(*args)
+    except StoreError as exc:
+        log.warning("status object not written: %s", exc)
+
+
+def _after_install(
+    args: argparse.Namespace, out_dir: Path, result: InstallResult, reporter: StatusReporter
+) -> None:
+    via = "->".join(f"v{v}" for v in result.path) or "local"
+    log.info(
+        "installed v%d via %s: %s in %.2f s download + %.2f s verify + %.2f s write; "
+        "%.1f s after publish",
+        result.version,
+        via,
+        human_bytes(result.downloaded_bytes),
+        result.download_s,
+        result.verify_s,
+        result.apply_s,
+        result.total_s,
+    )
+    error = None
+    if args.on_install:
+        env = {
+            **os.environ,
+            "WANRL_S3_VERSION": str(result.version),
+            "WANRL_S3_PATH": str(out_dir / MODEL_FILE),
+        }
+        # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
+        done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602
+        if done.returncode != 0:
+            error = f"--on-install exited {done.returncode} after v{result.version}"
+            log.warning("%s", error)
+    _report(reporter.installed, result)
+    if error:
+        _report(reporter.error, error)

@@ -1,0 +1,146 @@
+"""One download per host: processes that share a directory fetch each version once.
+
+Eight rollout processes on one 8-GPU host would otherwise each download every
+version over the host's one WAN link (eight times the traffic, eight times the
+egress bill) and each keep their own copy in RAM. With a node share, the first
+process that wants version v takes an exclusive lock on ``<dir>/<v>.lock``
+(``flock``), pulls v into ``<dir>/<v>.safetensors`` with
+:func:`~wanrl_s3.files.pull_to_file` (written beside the name, renamed into place
+only after every tensor verified), and releases the lock. The others wait for
+the lock, find the file, check it against the manifest's hashes and map it; a
+process that finds the file already in place checks it without locking.
+
+- The kernel drops a lock when its holder dies, so a killed downloader's place is
+  taken by the next waiter; its half-written ``.tmp-`` file is never read.
+- On a tmpfs (``/dev/shm``, the default in the integrations) the mapped pages are
+  the same memory in every process: one copy of the policy per host, not per GPU.
+- Files of versions older than the newest ``keep_versions`` are deleted; a process
+  still mapping one keeps its pages until it lets go.
+
+Trust: every process on the host that can write the directory can write the
+shared files, but none can make another install them unchecked: readers
+verify each tensor's BLAKE3 against the manifest (which signatures cover) and
+replace a file that fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from ..errors import FetchCancelled, UsageError, VerificationError
+from ..format import layout
+from .files import load_snapshot, pull_to_file
+from .subscriber import Snapshot, Subscriber
+
+log = logging.getLogger(__name__)
+SUFFIX = ".safetensors"
+
+
+class NodeShare:
+    """Fetch versions through a directory shared by the processes of one host."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        keep_versions: int = 3,
+        wait_poll_s: float = 0.05,
+    ) -> None:
+        if keep_versions < 1:
+            raise UsageError(f"keep_versions must be at least 1, got {keep_versions}")
+        if wait_poll_s <= 0:
+            raise UsageError(f"wait_poll_s must be positive, got {wait_poll_s}")
+        self.directory = Path(directory)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(f"cannot use {self.directory} as a node share: {exc}") from exc
+        self.keep_versions = keep_versions
+        self.wait_poll_s = wait_poll_s
+
+    def path(self, version: int) -> Path:
+        return self.directory / f"{layout.check_version(version):012d}{SUFFIX}"
+
+    def fetch(
+        self,
+        sub: Subscriber,
+        version: int,
+        *,
+        have: Snapshot | None = None,
+        cancel: threading.Event | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> Snapshot:
+        """Version ``version``, verified: from the shared file, or downloaded into it.
+
+        ``have`` is this process's current copy, for a delta download when it is
+        this process's turn. Raises FetchCancelled if ``cancel`` is set while it
+        waits for another process's download or during its own.
+        """
+        path = self.path(version)
+        # a file in place never changes (it is only ever replaced whole), so checking it needs
+        # no lock: readers verify side by side, and only a download is one at a time
+        snap = self._open_verified(sub, path, version)
+        if snap is None:
+            with self._locked(path.with_suffix(".lock"), cancel):
+                snap = self._open_verified(sub, path, version)  # done while we waited?
+                if snap is None:  # absent or bad: download, replacing a bad file whole
+                    fetched = pull_to_file(
+                        sub, path, version, have=have, progress=progress, cancel=cancel
+                    )
+                    # map the committed file copy-on-write: the writer's mapping is shared,
+                    # and a caller writing into its tensors must not change other processes'
+                    snap = dataclasses.replace(fetched, tensors=_map(path).tensors)
+        self._prune(version)
+        return snap
+
+    def _open_verified(self, sub: Subscriber, path: Path, version: int) -> Snapshot | None:
+        """The shared file as a Snapshot if it exists and verifies, else None."""
+        if not path.exists():
+            return None
+        start = time.monotonic()
+        try:
+            snap = _map(path)
+            if snap.version != version:
+                raise VerificationError(f"{path} holds version {snap.version}, not {version}")
+            manifest = sub.verify_local(snap)
+        except (UsageError, VerificationError) as exc:  # not ours, cut short or altered
+            log.warning("the shared file %s will be downloaded again: %s", path, exc)
+            return None
+        return Snapshot(version, snap.tensors, manifest, verify_s=time.monotonic() - start)
+
+    @contextlib.contextmanager
+    def _locked(self, lock_path: Path, cancel: threading.Event | None) -> Iterator[None]:
+        """Hold ``lock_path`` exclusively; poll so that ``cancel`` can end the wait."""
+        waiting = cancel or threading.Event()
+        with open(lock_path, "a+b") as lock:
+            while True:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if waiting.wait(self.wait_poll_s):
+                        raise FetchCancelled(f"gave up waiting for {lock_path}") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def _prune(self, newest: int) -> None:
+        """Delete the files (and locks, and leftovers) of versions below the kept window."""
+        cutoff = newest - self.keep_versions + 1
+        for entry in self.directory.iterdir():
+            stem = entry.name.lstrip(".").split(".", 1)[0]
+            if stem.isdigit() and len(stem) == 12 and int(stem) < cutoff:
+                entry.unlink(missing_ok=True)
+
+
+def _map(path: Path) -> Snapshot:
+    return load_snapshot(path, copy_on_write=True)

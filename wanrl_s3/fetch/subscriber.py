@@ -1,0 +1,409 @@
+"""Reading versions: find, plan, download, verify every byte, decode, hand out.
+
+Nothing leaves a :class:`Subscriber` unverified (invariant 1): payload bytes are
+checked against the BLAKE3 hashes in the manifest before they are decoded, and
+every reconstructed tensor against the published tensor's hash before any
+tensor of the version is returned or passed to a callback. A delta applied to
+the wrong base therefore fails loudly; the subscriber then starts over from the
+keyframe instead of installing garbage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..codec import bridge as codec_bridge
+from ..errors import FetchCancelled, NotFoundError, UsageError, VerificationError, WanrlError
+from ..format import dtypes, hashing, layout
+from ..format.manifest import Latest, Manifest, TensorEntry
+from ..io.tensors import byte_view
+from ..store import Blob, ObjectStore, get_or_none
+from .chain import HAVE, FetchPlan, Recipe, plan_fetch, safe_lookup
+from .download import Progress, ReadJob, read_all
+
+log = logging.getLogger(__name__)
+MiB = 2**20
+PREFETCH_MANIFESTS = 64  # at most this many manifests below a target are fetched at once
+Allocator = Callable[[TensorEntry], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The verified tensors of one version, in host memory (or a file's memory map)."""
+
+    version: int
+    tensors: Mapping[str, np.ndarray]
+    manifest: Manifest | None = None
+    downloaded_bytes: int = 0
+    path: tuple[int, ...] = field(default=())  # versions whose payload was read
+    download_s: float = 0.0
+    verify_s: float = 0.0  # hash checks and delta decoding
+
+    def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        return iter(self.tensors.items())
+
+    def to_torch(self, device: str | None = None) -> dict[str, Any]:
+        from ..io.tensors import to_torch
+
+        return {name: to_torch(arr, device) for name, arr in self.tensors.items()}
+
+
+def _alloc(entry: TensorEntry) -> np.ndarray:
+    return np.empty(entry.shape, dtypes.by_name(entry.dtype).numpy)
+
+
+class Subscriber:
+    """Reads versions from one store. Thread-safe; holds a pool of download threads."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        concurrency: int = 16,
+        range_bytes: int = 64 * MiB,  # one GET per default-sized payload object
+        verifier: Any = None,
+        manifest_cache: int = 256,
+    ) -> None:
+        if concurrency < 1 or range_bytes < 1:
+            raise UsageError("concurrency and range_bytes must be positive")
+        self.store = store
+        self.range_bytes = range_bytes
+        self.verifier = verifier
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-get")
+        # manifests get their own threads: a plan made while a download fills _pool
+        # (the watcher's abandon check) must not queue behind its payload reads
+        self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
+        self._manifests: OrderedDict[int, Manifest] = OrderedDict()
+        self._cache_size = manifest_cache
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._meta_pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Subscriber:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- finding versions -------------------------------------------------------
+    def latest(self) -> Latest | None:
+        blob = get_or_none(self.store, layout.LATEST_KEY)
+        return None if blob is None else Latest.from_json(blob.data)
+
+    def poll_latest(self, etag: str | None) -> tuple[Latest, str] | None:
+        """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged)."""
+        try:
+            blob: Blob | None = self.store.get_if_changed(layout.LATEST_KEY, etag)
+        except NotFoundError:
+            return None
+        return None if blob is None else (Latest.from_json(blob.data), blob.etag)
+
+    def resolve(self, version: int | str | None) -> int:
+        if version is None or version == "latest":
+            latest = self.latest()
+            if latest is None:
+                raise NotFoundError(f"nothing is published at {self.store.url} (no LATEST)")
+            return latest.version
+        if isinstance(version, str):
+            if not version.isdigit():
+                raise UsageError(f"version must be a number or 'latest', got {version!r}")
+            version = int(version)
+        return layout.check_version(version)
+
+    def versions(self) -> list[int]:
+        """Every version with a committed manifest, ascending."""
+        found = set()
+        for info in self.store.list(layout.VERSIONS_DIR + "/"):
+            v = layout.version_of_key(info.key)
+            if v is not None and info.key == layout.manifest_key(v):
+                found.add(v)
+        return sorted(found)
+
+    def manifest(self, version: int) -> Manifest:
+        """The validated (and, with a verifier, signature-checked) manifest; cached."""
+        with self._lock:
+            cached = self._manifests.get(version)
+            if cached is not None:
+                self._manifests.move_to_end(version)
+                return cached
+        try:
+            data = self.store.get_bytes(layout.manifest_key(version))
+        except NotFoundError:
+            raise NotFoundError(f"version {version} does not exist at {self.store.url}") from None
+        m = Manifest.from_json(data, expect_version=version)
+        if self.verifier is not None:
+            self.verifier.verify(m)
+        with self._lock:
+            self._manifests[version] = m
+            while len(self._manifests) > self._cache_size:
+                self._manifests.popitem(last=False)
+        return m
+
+    def missing(self, version: int, have_version: int | None = None) -> str | None:
+        """What keeps ``version`` from being whole in this store; None once it is.
+
+        Bucket replication has no ordering: a replica can show LATEST before the
+        manifest, or a manifest before its payload. Such a version is not an
+        error, only not yet visible, and a reader must not start on it. Checked
+        for exactly what the plan from ``have_version`` reads (every manifest of
+        the chain, every payload object at its full size) by listing each
+        version's directory: one request per version, and where a role may list
+        but not read a missing key, S3 answers 403 to a GET, not 404.
+        """
+        listings: dict[int, dict[str, int]] = {}
+
+        def listed(v: int) -> dict[str, int]:
+            if v not in listings:
+                listings[v] = {o.key: o.size for o in self.store.list(layout.version_dir(v) + "/")}
+            return listings[v]
+
+        def lookup(v: int) -> Manifest:
+            with self._lock:
+                cached = v in self._manifests
+            if not cached and layout.manifest_key(v) not in listed(v):
+                raise NotFoundError(f"the manifest of v{v}")
+            return self.manifest(v)
+
+        try:
+            plan = plan_fetch(lookup(version), lookup, have_version)
+        except NotFoundError as exc:
+            return str(exc)
+        wanted = plan.objects
+        absent = [
+            key
+            for key, size in wanted.items()
+            if listed(layout.version_of_key(key) or 0).get(key) != size
+        ]
+        if absent:
+            return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"
+        return None
+
+    def is_visible(self, version: int, have_version: int | None = None) -> bool:
+        """Whether every byte the plan to ``version`` reads is in this store (see missing)."""
+        return self.missing(version, have_version) is None
+
+    def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
+        target = self.manifest(self.resolve(version))
+        self._prefetch_chain(target)
+        return plan_fetch(target, safe_lookup(self.manifest), have_version)
+
+    def _prefetch_chain(self, target: Manifest) -> None:
+        """Fetch the manifests between ``target``'s keyframe and it together, not one by one.
+
+        Planning walks a delta chain base by base; uncached, that costs one round
+        trip per version (ten behind a keyframe_every=10 target, a second on a
+        100 ms link). The walk then finds them cached. A version missing from the
+        range (versions need not be consecutive) or failing here is left to the
+        walk, which reports it if the chain needs it.
+        """
+        if target.kind != "delta" or target.keyframe_version is None:
+            return
+        low = max(target.keyframe_version, target.version - PREFETCH_MANIFESTS)
+        with self._lock:
+            wanted = [v for v in range(low, target.version) if v not in self._manifests]
+        if len(wanted) > 1:
+            for done in [self._meta_pool.submit(self._manifest_if_there, v) for v in wanted]:
+                done.result()
+
+    def _manifest_if_there(self, version: int) -> None:
+        with contextlib.suppress(WanrlError):
+            self.manifest(version)
+
+    def verify_local(self, snapshot: Snapshot) -> Manifest:
+        """Check that a local copy holds exactly the published tensors of its version."""
+        m = self.manifest(snapshot.version)
+        if set(snapshot.tensors) != set(m.by_name):
+            raise VerificationError(
+                f"the local copy's tensor names differ from version {m.version}'s"
+            )
+        for name, arr in snapshot.tensors.items():
+            entry = m.by_name[name]
+            if (
+                arr.dtype != dtypes.by_name(entry.dtype).numpy
+                or tuple(arr.shape) != entry.shape
+                or hashing.digest(byte_view(arr if arr.flags.c_contiguous else arr.copy()))
+                != entry.hash
+            ):
+                raise VerificationError(
+                    f"tensor {name!r} of the local copy is not the one "
+                    f"published as version {m.version}"
+                )
+        return m
+
+    # -- reading ----------------------------------------------------------------
+    def fetch(
+        self,
+        version: int | str | None = None,
+        *,
+        have: Snapshot | None = None,
+        alloc: Allocator | None = None,
+        progress: Progress | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Snapshot:
+        """The verified tensors of ``version`` (default: latest).
+
+        With ``have`` (a snapshot the caller holds), only the deltas after it are
+        downloaded when that is cheaper. ``alloc`` chooses where each tensor's
+        bytes land (default: new host arrays; a file writer's memory map for pulls).
+        """
+        plan = self.plan(version, None if have is None else have.version)
+        try:
+            return self._materialize(plan, have, alloc or _alloc, progress, cancel)
+        except VerificationError as exc:
+            if plan.have_version is None:
+                raise
+            log.warning(
+                "deltas from version %s did not verify (%s); starting over from the keyframe",
+                plan.have_version,
+                exc,
+            )
+            plan = plan_fetch(plan.target, safe_lookup(self.manifest), None)
+            return self._materialize(plan, None, alloc or _alloc, progress, cancel)
+
+    def stream(
+        self,
+        on_tensor: Callable[[str, np.ndarray], None],
+        version: int | str | None = None,
+        *,
+        have: Snapshot | None = None,
+    ) -> Snapshot:
+        """Fetch and verify the whole version, then pass each (name, array) to ``on_tensor``.
+
+        Verification of every tensor comes first, so an install callback never
+        sees part of a version that later fails.
+        """
+        snapshot = self.fetch(version, have=have)
+        for name, arr in snapshot.items():
+            on_tensor(name, arr)
+        return snapshot
+
+    def _materialize(
+        self,
+        plan: FetchPlan,
+        have: Snapshot | None,
+        alloc: Allocator,
+        progress: Progress | None,
+        cancel: threading.Event | None,
+    ) -> Snapshot:
+        target = plan.target
+        start = time.monotonic()
+        outputs = {r.name: alloc(target.by_name[r.name]) for r in plan.recipes}
+        payloads: dict[tuple[int, str], bytearray] = {}
+        bases: dict[str, np.ndarray] = {}
+        jobs = list(self._jobs(plan, outputs, payloads, bases, have))
+        moved = read_all(
+            self.store,
+            jobs,
+            self._pool,
+            range_bytes=self.range_bytes,
+            progress=progress,
+            cancel=cancel,
+        )
+        if cancel is not None and cancel.is_set():
+            raise FetchCancelled(f"the download of version {target.version} was abandoned")
+        downloaded = time.monotonic()
+        checks = [
+            self._pool.submit(self._finish, plan, r, outputs[r.name], payloads, bases.get(r.name))
+            for r in plan.recipes
+        ]
+        for c in checks:
+            c.result()
+        return Snapshot(
+            target.version,
+            outputs,
+            target,
+            moved,
+            tuple(m.version for m in plan.steps if m.version != plan.have_version),
+            downloaded - start,
+            time.monotonic() - downloaded,
+        )
+
+    def _jobs(
+        self,
+        plan: FetchPlan,
+        outputs: dict[str, np.ndarray],
+        payloads: dict[tuple[int, str], bytearray],
+        bases: dict[str, np.ndarray],
+        have: Snapshot | None,
+    ) -> Iterator[ReadJob]:
+        """The downloads, into ``outputs`` and ``payloads``; ``bases`` gets the local tensors
+        that recipes starting from ``have`` read (checked now, before anything downloads)."""
+        for r in plan.recipes:
+            dest = outputs[r.name]
+            if r.start_step == HAVE:
+                bases[r.name] = _have_tensor(r, dest, have)
+            else:
+                yield from _segment_jobs(plan.steps[r.start_step], r.start, byte_view(dest))
+            for step, entry in r.deltas:
+                buf = bytearray(entry.stored_bytes)
+                payloads[(step, r.name)] = buf
+                yield from _segment_jobs(plan.steps[step], entry, memoryview(buf))
+
+    def _finish(
+        self,
+        plan: FetchPlan,
+        r: Recipe,
+        dest: np.ndarray,
+        payloads: dict[tuple[int, str], bytearray],
+        base: np.ndarray | None,
+    ) -> None:
+        """Verify what arrived, apply the deltas in order, verify the result.
+
+        A recipe that starts from the local copy (``base``) decodes its first
+        delta from there straight into ``dest``: one pass instead of a copy and
+        then an in-place pass.
+        """
+        if r.start is not None and hashing.digest(byte_view(dest)) != r.start.stored_hash:
+            raise VerificationError(
+                f"tensor {r.name!r} of version "
+                f"{plan.steps[r.start_step].version}: bytes do not match "
+                "the manifest's hash"
+            )
+        for step, entry in r.deltas:
+            data = payloads.pop((step, r.name))
+            if hashing.digest(data) != entry.stored_hash:
+                raise VerificationError(
+                    f"delta of tensor {r.name!r} in version "
+                    f"{plan.steps[step].version} does not match its hash"
+                )
+            codec_bridge.apply_delta(data, dest, base=base)
+            base = None
+        if base is not None:  # the local copy is already the target version
+            np.copyto(dest, base)
+        rebuilt = r.deltas or r.start is None
+        if rebuilt and hashing.digest(byte_view(dest)) != plan.target.by_name[r.name].hash:
+            raise VerificationError(
+                f"tensor {r.name!r} rebuilt for version {plan.target.version} does not match "
+                "the published hash (a delta applied to the wrong base?)"
+            )
+
+
+def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> Iterator[ReadJob]:
+    if entry is None:
+        return
+    pos = 0
+    for seg in entry.segments:
+        yield ReadJob(m.payload_key(seg.key), seg.offset, dest[pos : pos + seg.length])
+        pos += seg.length
+
+
+def _have_tensor(r: Recipe, dest: np.ndarray, have: Snapshot | None) -> np.ndarray:
+    src = None if have is None else have.tensors.get(r.name)
+    if src is None or src.shape != dest.shape or src.dtype != dest.dtype:
+        raise VerificationError(
+            f"the local copy has no tensor {r.name!r} of the right "
+            "shape and dtype to apply deltas to"
+        )
+    return src

@@ -1,0 +1,101 @@
+"""Garbage collection that keeps every delta chain whole (invariant 4).
+
+What is kept: the newest ``keep_versions`` versions and, for each of them, its
+whole lineage back to its keyframe, so a worker at any retained version, or at
+none, can still reach the newest one. Everything else goes, manifest first (so
+no reader discovers a version that is being removed), then its payload.
+
+What else is collected: payload objects that no manifest references (a
+publish that crashed before its manifest, or lost the race for its version)
+and multipart uploads never completed, once they are older than
+``grace_s``: a publish still in progress looks exactly like a crashed one
+until then.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from ..errors import UsageError
+from ..fetch.chain import lineage, safe_lookup
+from ..fetch.subscriber import Subscriber
+from ..format import layout
+from ..format.manifest import Manifest
+from ..store import ObjectStore
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    keep_versions: int = 20
+    grace_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        if self.keep_versions < 1:
+            raise UsageError(f"keep_versions must be >= 1, got {self.keep_versions}")
+        if self.grace_s < 0:
+            raise UsageError(f"grace_s must be >= 0, got {self.grace_s}")
+
+
+@dataclass
+class GcReport:
+    kept_versions: list[int] = field(default_factory=list)
+    deleted_versions: list[int] = field(default_factory=list)
+    deleted_objects: int = 0
+    deleted_bytes: int = 0
+    orphan_objects: int = 0
+    aborted_uploads: int = 0
+    dry_run: bool = False
+
+
+def retained(
+    versions: Iterable[int], lookup: Callable[[int], Manifest], keep_versions: int
+) -> set[int]:
+    """The newest ``keep_versions`` versions plus every version their chains need."""
+    newest = sorted(versions)[-keep_versions:]
+    keep: set[int] = set()
+    for v in newest:
+        keep.update(m.version for m in lineage(lookup(v), safe_lookup(lookup)))
+    return keep
+
+
+def collect(
+    store: ObjectStore,
+    policy: RetentionPolicy | None = None,
+    *,
+    dry_run: bool = False,
+    now_s: float | None = None,
+) -> GcReport:
+    policy = policy or RetentionPolicy()
+    now_s = time.time() if now_s is None else now_s
+    report = GcReport(dry_run=dry_run)
+    objects = store.list(layout.VERSIONS_DIR + "/")
+    with Subscriber(store) as sub:
+        versions = sub.versions()
+        manifests = {v: sub.manifest(v) for v in versions}
+    keep = retained(versions, manifests.__getitem__, policy.keep_versions) if versions else set()
+    report.kept_versions = sorted(keep)
+    report.deleted_versions = sorted(set(versions) - keep)
+    referenced = {m.payload_key(r.key) for m in manifests.values() for r in m.objects}
+    doomed = [layout.manifest_key(v) for v in report.deleted_versions]
+    for o in objects:
+        version = layout.version_of_key(o.key)
+        if version is None or o.key == layout.manifest_key(version):
+            continue
+        if version in manifests and version not in keep:
+            doomed.append(o.key)  # payload of a version being deleted
+        elif o.key not in referenced and now_s - o.last_modified_s > policy.grace_s:
+            doomed.append(o.key)  # nobody references it and it is old: a crashed publish
+            report.orphan_objects += 1
+    sizes = {o.key: o.size for o in objects}
+    report.deleted_objects = len(doomed)
+    report.deleted_bytes = sum(sizes.get(k, 0) for k in doomed)
+    if not dry_run:
+        store.delete(doomed)  # manifests come first in the list, payload after
+    for upload in store.pending_uploads(layout.VERSIONS_DIR + "/"):
+        if now_s - upload.initiated_s > policy.grace_s:
+            report.aborted_uploads += 1
+            if not dry_run:
+                store.abort_upload(upload)
+    return report

@@ -1,0 +1,212 @@
+"""Fleet status: each worker's status object, and T_bcast as the fleet saw it.
+
+Every worker writes ``<prefix>/workers/<id>.json`` after each install (and on
+errors): its installed version, the timings of its recent installs, bytes
+moved, its last error, the region it reads from and, while that is not its
+own (a fallback from a lagging region), why. :func:`fleet_report` turns those into, per version,
+T_bcast measured when a target fraction of the workers (default 90%) had
+installed it or something newer, the tail separately, and the workers that
+lag. The reference page explains why the tail must not define T_bcast: one
+slow link would then size the fleet for everyone.
+
+Times are wall-clock seconds from different machines (publisher and
+workers); their clocks must be synchronised (NTP) for T_bcast to mean much.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import ManifestError, UsageError
+from ..fetch.watch import InstallResult
+from ..format import layout
+from ..store import ObjectStore
+
+STATUS_FORMAT = "wanrl-s3/worker-status"
+HISTORY = 64
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    worker_id: str
+    region: str = ""
+    installed_version: int | None = None
+    updated_at_s: float = 0.0
+    installs: tuple[dict[str, Any], ...] = ()  # newest last: InstallResult.to_dict()
+    downloaded_bytes_total: int = 0
+    last_error: str | None = None
+    fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
+    # Fields an integration adds (e.g. verl's step -> version map); readers ignore them.
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def with_install(self, result: InstallResult) -> WorkerStatus:
+        """This status after one more install."""
+        return replace(
+            self,
+            installed_version=result.version,
+            installs=(*self.installs, result.to_dict())[-HISTORY:],
+            downloaded_bytes_total=self.downloaded_bytes_total + result.downloaded_bytes,
+            last_error=None,
+        )
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                **self.extra,
+                "format": STATUS_FORMAT,
+                "worker_id": self.worker_id,
+                "region": self.region,
+                "installed_version": self.installed_version,
+                "updated_at_s": self.updated_at_s,
+                "installs": list(self.installs),
+                "downloaded_bytes_total": self.downloaded_bytes_total,
+                "last_error": self.last_error,
+                "fallback": self.fallback,
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> WorkerStatus:
+        try:
+            d = json.loads(data)
+            if d.get("format") != STATUS_FORMAT:
+                raise ValueError("not a worker status object")
+            return cls(
+                str(d["worker_id"]),
+                str(d.get("region", "")),
+                d.get("installed_version"),
+                float(d.get("updated_at_s", 0)),
+                tuple(d.get("installs", ())),
+                int(d.get("downloaded_bytes_total", 0)),
+                d.get("last_error"),
+                d.get("fallback"),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ManifestError(f"malformed worker status: {exc}") from exc
+
+    def installed_at(self, version: int) -> float | None:
+        """When this worker first held ``version`` or a newer one, if it did."""
+        times = [i["installed_at_s"] for i in self.installs if i["version"] >= version]
+        return min(times) if times else None
+
+
+class StatusReporter:
+    """Writes one worker's status object; keeps its recent install history."""
+
+    def __init__(self, store: ObjectStore, worker_id: str, region: str = "") -> None:
+        self.store = store
+        self.key = layout.worker_status_key(worker_id)
+        self.status = WorkerStatus(worker_id, region)
+
+    def installed(self, result: InstallResult) -> None:
+        self._write(self.status.with_install(result))
+
+    def error(self, message: str) -> None:
+        self._write(replace(self.status, last_error=message))
+
+    def region_changed(self, region: str, fallback: str | None) -> None:
+        """Now reading from ``region``; ``fallback`` says why it is not the worker's own."""
+        self._write(replace(self.status, region=region, fallback=fallback))
+
+    def _write(self, status: WorkerStatus) -> None:
+        self.status = replace(status, updated_at_s=time.time())
+        self.store.put_bytes(self.key, self.status.to_json())
+
+
+def read_statuses(store: ObjectStore) -> list[WorkerStatus]:
+    out = []
+    for info in store.list(layout.WORKERS_DIR + "/"):
+        if info.key.endswith(".json"):
+            try:
+                out.append(WorkerStatus.from_json(store.get_bytes(info.key)))
+            except ManifestError:
+                continue  # one broken status object must not hide the fleet
+    return sorted(out, key=lambda s: s.worker_id)
+
+
+@dataclass(frozen=True)
+class VersionSpread:
+    version: int
+    published_at_s: float
+    installed: int  # workers holding this version or newer
+    workers: int
+    t_bcast_s: float | None  # when `fraction` of workers had it; None if not yet
+    tail_s: float | None  # from then until the last worker had it
+    seen_s: float | None  # median time from publish until workers saw it in LATEST
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    fraction: float
+    latest: int | None
+    versions: tuple[VersionSpread, ...]
+    lagging: tuple[str, ...]
+    workers: tuple[WorkerStatus, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fraction": self.fraction,
+            "latest": self.latest,
+            "versions": [v.__dict__ for v in self.versions],
+            "lagging": list(self.lagging),
+            "workers": [
+                {
+                    "worker_id": w.worker_id,
+                    "region": w.region,
+                    "installed_version": w.installed_version,
+                    "updated_at_s": w.updated_at_s,
+                    "last_error": w.last_error,
+                    "fallback": w.fallback,
+                }
+                for w in self.workers
+            ],
+        }
+
+
+def spread(
+    version: int, published_at_s: float, statuses: Iterable[WorkerStatus], fraction: float
+) -> VersionSpread:
+    """T_bcast of one version at ``fraction`` of the workers, and its tail."""
+    statuses = list(statuses)
+    n = len(statuses)
+    times = sorted(t for t in (s.installed_at(version) for s in statuses) if t is not None)
+    need = max(1, math.ceil(fraction * n)) if n else 0
+    t_bcast = times[need - 1] - published_at_s if n and len(times) >= need else None
+    tail = times[-1] - published_at_s - t_bcast if t_bcast is not None and len(times) == n else None
+    seen = sorted(
+        i["seen_at_s"] - published_at_s
+        for s in statuses
+        for i in s.installs
+        if i["version"] == version
+    )
+    return VersionSpread(
+        version,
+        published_at_s,
+        len(times),
+        n,
+        t_bcast,
+        tail,
+        seen[len(seen) // 2] if seen else None,
+    )
+
+
+def fleet_report(
+    statuses: list[WorkerStatus],
+    published_at_s: Mapping[int, float],
+    latest: int | None,
+    fraction: float = 0.9,
+) -> FleetReport:
+    if not 0 < fraction <= 1:
+        raise UsageError(f"fraction must be in (0, 1], got {fraction}")
+    versions = tuple(
+        spread(v, published_at_s[v], statuses, fraction) for v in sorted(published_at_s)
+    )
+    lagging = tuple(
+        s.worker_id for s in statuses if latest is not None and (s.installed_version or -1) < latest
+    )
+    return FleetReport(fraction, latest, versions, lagging, tuple(statuses))

@@ -1,0 +1,66 @@
+"""Where things live in a bucket, in one place (see docs/format.md).
+
+```
+<prefix>/LATEST                                   pointer, moved by compare-and-swap
+<prefix>/v/<version:012d>/manifest.json           immutable, created If-None-Match: *
+<prefix>/v/<version:012d>/<publish id>/<n:06d>.bin payload, written before the manifest
+<prefix>/workers/<worker id>.json                 each worker's status
+```
+
+The publish id (random per publish attempt) keeps two publishers racing for
+the same version from overwriting each other's payload: only the one whose
+manifest lands is referenced, the other's objects are orphans for the GC.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import UsageError
+
+LATEST_KEY = "LATEST"
+VERSIONS_DIR = "v"
+WORKERS_DIR = "workers"
+MANIFEST_NAME = "manifest.json"
+MAX_VERSION = 10**12 - 1
+_VERSION_DIR_RE = re.compile(r"^v/(\d{12})/")
+_WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+
+
+def check_version(version: object, *, what: str = "version") -> int:
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise UsageError(f"{what} must be an integer, got {version!r}")
+    if not 0 <= version <= MAX_VERSION:
+        raise UsageError(f"{what} must be between 0 and {MAX_VERSION}, got {version}")
+    return version
+
+
+def version_dir(version: int) -> str:
+    return f"{VERSIONS_DIR}/{check_version(version):012d}"
+
+
+def manifest_key(version: int) -> str:
+    return f"{version_dir(version)}/{MANIFEST_NAME}"
+
+
+def payload_key(version: int, relative: str) -> str:
+    """The store key of a payload object named ``relative`` inside a version's directory."""
+    return f"{version_dir(version)}/{relative}"
+
+
+def version_of_key(key: str) -> int | None:
+    """The version a key belongs to, or None if it is not under v/."""
+    m = _VERSION_DIR_RE.match(key)
+    return int(m.group(1)) if m else None
+
+
+def check_worker_id(worker_id: str) -> str:
+    if not _WORKER_ID_RE.match(worker_id or ""):
+        raise UsageError(
+            f"worker id {worker_id!r} must be 1-128 characters of letters, digits, '._-'"
+        )
+    return worker_id
+
+
+def worker_status_key(worker_id: str) -> str:
+    return f"{WORKERS_DIR}/{check_worker_id(worker_id)}.json"

@@ -1,0 +1,431 @@
+"""Publishing a policy version: tensors -> payload objects -> manifest -> LATEST.
+
+The commit protocol (invariants 2 and 5 in DESIGN.md):
+
+1. every payload object is written first, under a random publish id, in
+   parallel multipart uploads;
+2. then the manifest is created with ``If-None-Match: *``, so exactly one
+   publisher can claim a version, and a claimed version never changes;
+3. then LATEST is moved by compare-and-swap (``If-Match``), and only forwards.
+
+A crash before step 2 leaves LATEST and every published version untouched;
+the orphaned payload is collected by the GC. Readers find a version only
+through its manifest, and only after all its bytes exist.
+
+Given several stores (``fanout`` across regions), one pass over the tensors
+writes the same payload objects to every store; the version is checked
+claimable in every store before anything is written, then its manifest is
+created in each store in turn and, only once every store holds it, LATEST
+moves in each. A conflict in any store is a VersionConflictError.
+
+For deltas the publisher keeps the bits it last published in host memory (one
+copy of the model) and encodes each new tensor against them: a bit-exact XOR
+delta (:mod:`wanrl_s3.codec`), or the raw bytes when the tensor changed
+densely. A keyframe (a full version) goes out every ``keyframe_every``
+versions, whenever no valid base is held, and whenever the delta came out
+bigger than ``max_delta_fraction`` of a full snapshot.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..codec import bridge as codec_bridge
+from ..errors import (
+    ManifestError,
+    PreconditionFailedError,
+    StoreError,
+    UsageError,
+    VersionConflictError,
+)
+from ..format import dtypes, hashing, layout
+from ..format.manifest import Latest, Manifest, ObjectRef, TensorEntry
+from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
+from ..store import ObjectStore, compare_and_swap, get_or_none
+from .payload import PayloadWriter
+
+DELTA_MODES = ("auto", "never", "always")
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class PublishConfig:
+    """How to publish. Validated on creation; every size is in bytes."""
+
+    delta: str = "auto"
+    keyframe_every: int = 10
+    max_delta_fraction: float = 0.5
+    object_bytes: int = 64 * MiB  # moderate objects: ranged GETs stay cheap on every server
+    part_bytes: int = 16 * MiB
+    concurrency: int = 16
+    zstd_level: int = 3
+
+    def __post_init__(self) -> None:
+        if self.delta not in DELTA_MODES:
+            raise UsageError(f"delta must be one of {', '.join(DELTA_MODES)}, got {self.delta!r}")
+        if self.keyframe_every < 1:
+            raise UsageError(f"keyframe_every must be >= 1, got {self.keyframe_every}")
+        if not 0 < self.max_delta_fraction <= 1:
+            raise UsageError(f"max_delta_fraction must be in (0, 1], got {self.max_delta_fraction}")
+        if self.object_bytes < 1:
+            raise UsageError(f"object_bytes must be >= 1, got {self.object_bytes}")
+        if self.concurrency < 1:
+            raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    version: int
+    kind: str
+    base_version: int | None
+    raw_bytes: int
+    stored_bytes: int
+    tensors: int
+    seconds: float
+    latest_moved: bool
+    density: float | None = None
+
+    @property
+    def throughput_mb_s(self) -> float:
+        return self.raw_bytes / max(self.seconds, 1e-9) / 1e6
+
+
+@dataclass
+class _Base:
+    """The bits of the last committed version, held to encode the next delta against."""
+
+    version: int
+    keyframe_version: int
+    since_keyframe: int
+    bits: dict[str, np.ndarray] = field(default_factory=dict)
+    borrowed: bool = False  # read-only bits (a file's memory map): used once, never updated
+
+
+@dataclass
+class _Draft:
+    """A version whose payload is written but whose manifest is not yet committed."""
+
+    entries: list[TensorEntry]
+    objects: tuple[ObjectRef, ...]
+    writer: PayloadWriter
+    base: _Base | None
+
+    def manifest(self, run_id: str, version: int, metadata: Mapping[str, str]) -> Manifest:
+        base = self.base
+        return Manifest(
+            run_id,
+            version,
+            time.time(),
+            "full" if base is None else "delta",
+            tuple(self.entries),
+            self.objects,
+            None if base is None else base.version,
+            version if base is None else base.keyframe_version,
+            dict(metadata),
+        )
+
+
+class Publisher:
+    """Publishes versions of one run to one store, or to several (fanout).
+
+    Not thread-safe: one publish at a time.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore | Sequence[ObjectStore],
+        config: PublishConfig | None = None,
+        *,
+        run_id: str | None = None,
+        signer: Any = None,
+        keep_base: bool = True,
+    ) -> None:
+        """``store``: one store, or several that each get every version (the first is the
+        primary). ``keep_base=False`` holds no copy of the published bits (a one-shot publish).
+        """
+        self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
+        if not self.stores:
+            raise UsageError("a Publisher needs at least one store")
+        self.store = self.stores[0]
+        self.keep_base = keep_base
+        self.config = config or PublishConfig()
+        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self.signer = signer
+        self._base: _Base | None = None
+
+    def adopt_base(
+        self,
+        version: int,
+        tensors: Mapping[str, np.ndarray],
+        *,
+        keyframe_version: int,
+        since_keyframe: int,
+        borrow: bool = False,
+    ) -> None:
+        """Start from an already published version (the caller has verified ``tensors``).
+
+        A restarted trainer, or a one-shot CLI publish, uses this to send a delta
+        instead of a keyframe. With ``borrow`` the arrays are read but never
+        written (a memory-mapped file); the publisher then forgets them after
+        one publish.
+        """
+        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
+        self._base = _Base(
+            layout.check_version(version), keyframe_version, since_keyframe, bits, borrowed=borrow
+        )
+
+    def publish(
+        self,
+        tensors: StateDict,
+        version: int,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> PublishResult:
+        """Publish ``tensors`` (a mapping, or (name, tensor) pairs) as ``version``.
+
+        Raises VersionConflictError, changing nothing, if the version exists or
+        LATEST is already at or past it. ``progress`` gets each tensor's byte
+        count once it is encoded and handed to the uploads.
+        """
+        layout.check_version(version)
+        start = time.monotonic()
+        self._check_claimable(version)
+        base = self._delta_base(version)
+        prior, self._base = self._base, None  # held bits change in place: invalid until commit
+        held = (
+            None
+            if not self._keeps_base
+            else (prior.bits if prior is not None and not prior.borrowed else {})
+        )
+        draft = self._write(iter_items(tensors), version, base, held, progress)
+        manifest = draft.manifest(self.run_id, version, metadata or {})
+        if base is not None and self._delta_too_big(manifest):
+            source = held if held is not None else tensors if isinstance(tensors, Mapping) else None
+            if source is not None:  # a keyframe instead; a one-pass generator can't be re-read
+                draft.writer.delete_objects()
+                draft = self._write(iter_items(dict(source)), version, None, held)
+                manifest = draft.manifest(self.run_id, version, metadata or {})
+        manifest = self._sign(manifest.validate())
+        self._commit_manifest(manifest, draft.writer)
+        moved = all([advance_latest(store, manifest) for store in self.stores])
+        if held is not None:
+            self._base = _Base(
+                version,
+                manifest.keyframe_version or version,
+                0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
+                held,
+            )
+        return PublishResult(
+            manifest.version,
+            manifest.kind,
+            manifest.base_version,
+            manifest.raw_bytes,
+            manifest.stored_bytes,
+            len(manifest.tensors),
+            time.monotonic() - start,
+            moved,
+            manifest.density,
+        )
+
+    @property
+    def _keeps_base(self) -> bool:
+        return self.config.delta != "never" and self.keep_base
+
+    # -- steps --------------------------------------------------------------------
+    def _check_claimable(self, version: int) -> None:
+        for store in self.stores:
+            blob = get_or_none(store, layout.LATEST_KEY)
+            if blob is not None:
+                latest = _latest_version(blob.data)
+                if latest >= version:
+                    raise VersionConflictError(
+                        f"version {version} is not newer than LATEST ({latest}) at "
+                        f"{store.url}; publish {latest + 1} or later"
+                    )
+            if store.exists(layout.manifest_key(version)):
+                raise VersionConflictError(f"version {version} already exists at {store.url}")
+
+    def _delta_base(self, version: int) -> _Base | None:
+        base, cfg = self._base, self.config
+        if base is None or cfg.delta == "never" or base.version >= version:
+            return None
+        if cfg.delta == "auto" and base.since_keyframe + 1 >= cfg.keyframe_every:
+            return None
+        return base
+
+    def _write(
+        self,
+        items: Iterator[tuple[str, Any]],
+        version: int,
+        base: _Base | None,
+        held: dict[str, np.ndarray] | None,
+        progress: Callable[[int], None] | None = None,
+    ) -> _Draft:
+        cfg = self.config
+        writer = PayloadWriter(
+            self.stores,
+            version,
+            secrets.token_hex(6),
+            object_bytes=cfg.object_bytes,
+            part_bytes=cfg.part_bytes,
+            concurrency=cfg.concurrency,
+        )
+        entries: list[TensorEntry] = []
+        try:
+            for name, x in items:
+                entries.append(self._encode(name, x, writer, held, base))
+                if progress is not None:
+                    progress(entries[-1].nbytes)
+            objects = writer.close()
+        except BaseException:
+            writer.abort()
+            raise
+        if not entries:
+            raise UsageError("nothing to publish: the state dict has no tensors")
+        if held is not None:
+            for gone in set(held) - {e.name for e in entries}:
+                del held[gone]
+        return _Draft(entries, objects, writer, base)
+
+    def _encode(
+        self,
+        name: str,
+        x: Any,
+        writer: PayloadWriter,
+        held: dict[str, np.ndarray] | None,
+        base: _Base | None,
+    ) -> TensorEntry:
+        """One tensor: an XOR delta against the base bits when that pays, else raw bytes.
+
+        ``held`` (when the publisher keeps a base) ends up with the new bits.
+        """
+        old = None if base is None else base.bits.get(name)
+        if old is not None:
+            in_place = held is not None and held.get(name) is old
+            entry = self._encode_delta(name, x, old, writer, update=in_place)
+            if entry is not None:
+                if held is not None and not in_place:
+                    held[name] = to_numpy(x, name=name).copy()
+                return entry
+        arr = to_numpy(x, name=name)
+        if held is not None:
+            held[name] = _hold(arr, held.get(name))
+        view = byte_view(arr)
+        digest = hashing.digest(view)
+        return TensorEntry(
+            name,
+            dtypes.of_numpy(arr.dtype).name,
+            tuple(arr.shape),
+            digest,
+            "raw",
+            writer.write(view),
+            digest,
+        )
+
+    def _encode_delta(
+        self, name: str, x: Any, old: np.ndarray, writer: PayloadWriter, *, update: bool
+    ) -> TensorEntry | None:
+        """``x`` as a delta against ``old`` (``old`` then holds ``x`` if ``update``), or None."""
+        dt = dtypes.of_torch(x.dtype) if is_torch(x) else dtypes.of_numpy(x.dtype)
+        if tuple(x.shape) != old.shape or dt.numpy != old.dtype:
+            return None
+        limit = int(old.nbytes * self.config.max_delta_fraction)
+        payload, digest = codec_bridge.encode_delta(
+            old, x, level=self.config.zstd_level, max_bytes=limit, update=update
+        )
+        if payload is None:
+            return None
+        view = memoryview(payload.data)
+        return TensorEntry(
+            name,
+            dt.name,
+            old.shape,
+            digest,
+            "xor-delta",
+            writer.write(view),
+            hashing.digest(view),
+            payload.changed,
+        )
+
+    def _delta_too_big(self, manifest: Manifest) -> bool:
+        return (
+            self.config.delta == "auto"
+            and manifest.stored_bytes > self.config.max_delta_fraction * manifest.raw_bytes
+        )
+
+    def _sign(self, manifest: Manifest) -> Manifest:
+        if self.signer is None:
+            return manifest
+        return manifest.with_signature(self.signer.sign(manifest.signing_bytes()))
+
+    def _commit_manifest(self, manifest: Manifest, writer: PayloadWriter) -> None:
+        """Create the manifest in each store in turn; stop at the first store that has one."""
+        data = manifest.to_json()
+        for i, store in enumerate(self.stores):
+            try:
+                store.put_bytes(layout.manifest_key(manifest.version), data, if_none_match=True)
+            except PreconditionFailedError as exc:
+                writer.delete_objects(self.stores[i:])
+                done = ", ".join(s.url for s in self.stores[:i])
+                raise VersionConflictError(
+                    f"version {manifest.version} was claimed by another publisher at "
+                    f"{store.url}; "
+                    + (
+                        f"it is committed at {done} only, and LATEST moved nowhere"
+                        if done
+                        else "this publish changed nothing"
+                    )
+                ) from exc
+
+
+def advance_latest(store: ObjectStore, manifest: Manifest, attempts: int = 20) -> bool:
+    """Compare-and-swap LATEST forwards to ``manifest``'s version.
+
+    False if LATEST already points at that version or a newer one (it never
+    moves backwards). The publisher and the relay both commit through this.
+    """
+    pointer = Latest(
+        manifest.version,
+        manifest.run_id,
+        manifest.kind,
+        manifest.keyframe_version or manifest.version,
+        time.time(),
+    ).to_json()
+    for _ in range(attempts):
+        blob = get_or_none(store, layout.LATEST_KEY)
+        if blob is not None and _latest_version(blob.data) >= manifest.version:
+            return False
+        try:
+            compare_and_swap(store, layout.LATEST_KEY, None if blob is None else blob.etag, pointer)
+            return True
+        except PreconditionFailedError:
+            continue  # someone moved it first: re-read and decide again
+    raise StoreError(
+        f"could not move LATEST to {manifest.version} at {store.url} after "
+        f"{attempts} attempts: too many concurrent publishers"
+    )
+
+
+def _latest_version(data: bytes) -> int:
+    """LATEST's version; a corrupt pointer counts as -1 so that the next publish repairs it."""
+    try:
+        return Latest.from_json(data).version
+    except ManifestError:
+        return -1
+
+
+def _hold(arr: np.ndarray, reuse: np.ndarray | None) -> np.ndarray:
+    """A private copy of ``arr`` for the next delta, reusing ``reuse``'s memory when it fits."""
+    if reuse is arr:
+        return arr
+    if reuse is not None and reuse.shape == arr.shape and reuse.dtype == arr.dtype:
+        np.copyto(reuse, arr)
+        return reuse
+    return arr.copy()

@@ -1,0 +1,1 @@
+"""One bucket per region (private): the regions file, store roles, probing, failover, relay."""

@@ -1,0 +1,249 @@
+"""Copy mode: relay each new version from the primary region to the replicas.
+
+``wanrl-s3 relay`` watches the primary's LATEST. For each replica behind it,
+the relay takes the newest version and every version of its delta chain that
+the replica lacks, oldest first, and commits each there exactly as a
+publisher would (invariants 2 and 5):
+
+1. every payload object, server-side (S3 CopyObject across buckets) where
+   both buckets are on one S3 service, else streamed through this machine;
+2. the manifest, byte for byte (so signatures still verify), created with
+   ``If-None-Match: *``; a replica holding a different manifest for that
+   version is a VersionConflictError, never overwritten;
+3. LATEST, by compare-and-swap and only forwards, once the whole chain is in.
+
+A replica therefore shows only whole versions, and every version there keeps
+its chain back to a keyframe (invariant 4). A relay that stops midway leaves
+payload objects no manifest references (the GC's to collect) and starts over
+where it stopped. Versions that are on no chain the newest one needs are not
+copied: workers only ever want the newest.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    UsageError,
+    VersionConflictError,
+    WanrlError,
+)
+from ..fetch.chain import lineage, safe_lookup
+from ..fetch.download import wait_all
+from ..format import layout
+from ..format.manifest import Latest, Manifest
+from ..publish.publisher import _latest_version, advance_latest
+from ..store import MIN_PART_BYTES, ObjectStore, get_or_none
+from .config import RegionsConfig
+
+log = logging.getLogger(__name__)
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class RelayConfig:
+    poll_interval_s: float = 5.0
+    concurrency: int = 8  # objects copied at once, and part uploads when streaming
+    part_bytes: int = 8 * MiB  # streamed copies: ranged-read and multipart part size
+
+    def __post_init__(self) -> None:
+        if self.poll_interval_s <= 0:
+            raise UsageError(f"poll_interval_s must be > 0, got {self.poll_interval_s}")
+        if self.concurrency < 1:
+            raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.part_bytes < MIN_PART_BYTES:
+            raise UsageError(f"part_bytes must be >= {MIN_PART_BYTES} (S3's minimum part size)")
+
+
+@dataclass(frozen=True)
+class RelayedVersion:
+    """One version committed in one replica."""
+
+    region: str
+    version: int
+    objects: int
+    copied_bytes: int
+    server_side: bool  # every object copied inside the service, none streamed
+    seconds: float
+
+
+class Relay:
+    """Copies versions from ``source`` to each store of ``replicas`` (named by region)."""
+
+    def __init__(
+        self,
+        source: ObjectStore,
+        replicas: Mapping[str, ObjectStore],
+        config: RelayConfig | None = None,
+    ) -> None:
+        if not replicas:
+            raise UsageError("the relay needs at least one replica region to copy to")
+        self.source = source
+        self.replicas = dict(replicas)
+        self.config = config or RelayConfig()
+        n = self.config.concurrency
+        self._objects = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay")
+        self._parts = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay-part")
+        self._slots = threading.Semaphore(n + 2)  # streamed parts held in memory, all copies
+        self._etag: str | None = None
+        self._target: int | None = None  # the primary's LATEST version
+        self._synced: dict[str, int] = {}  # per replica: the version its LATEST was moved to
+        self._present: dict[str, set[int]] = {name: set() for name in self.replicas}
+        self._manifests: dict[int, tuple[bytes, Manifest]] = {}
+
+    @classmethod
+    def from_regions(
+        cls, regions: RegionsConfig, config: RelayConfig | None = None, **store_options: Any
+    ) -> Relay:
+        """Primary to every other region of a regions file (its mode should be ``copy``)."""
+        return cls(
+            regions.store(regions.primary, **store_options),
+            {r.name: r.store(**store_options) for r in regions.replicas},
+            config,
+        )
+
+    def close(self) -> None:
+        self._objects.shutdown(wait=True, cancel_futures=True)
+        self._parts.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> Relay:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # -- the loop -------------------------------------------------------------------
+    def run(self, stop: threading.Event) -> None:
+        """Sync, wait a poll interval, repeat until ``stop``; failures are logged and retried."""
+        while not stop.is_set():
+            try:
+                self.sync_once()
+            except WanrlError:  # logged where it happened
+                log.info("retrying in %.1f s", self.config.poll_interval_s)
+            stop.wait(self.config.poll_interval_s)
+
+    def sync_once(self) -> list[RelayedVersion]:
+        """Bring every replica up to the primary's LATEST; what was committed where.
+
+        Every failure is logged; a replica that fails (unreachable, a conflict)
+        does not hold the others back, and the first failure is raised at the end.
+        """
+        try:
+            blob = self.source.get_if_changed(layout.LATEST_KEY, self._etag)
+            if blob is not None:
+                self._target, self._etag = Latest.from_json(blob.data).version, blob.etag
+        except NotFoundError:
+            return []  # nothing published yet
+        except WanrlError as exc:
+            log.error("primary %s: cannot read LATEST: %s", self.source.url, exc)
+            raise
+        if self._target is None:
+            return []
+        done: list[RelayedVersion] = []
+        failures: list[WanrlError] = []
+        for name, replica in self.replicas.items():
+            if self._synced.get(name, -1) < self._target:
+                try:
+                    done += self._sync_replica(name, replica, self._target)
+                except WanrlError as exc:
+                    log.error("%s: could not relay v%d: %s", name, self._target, exc)
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
+        return done
+
+    def _sync_replica(self, name: str, replica: ObjectStore, target: int) -> list[RelayedVersion]:
+        blob = get_or_none(replica, layout.LATEST_KEY)
+        current = -1 if blob is None else _latest_version(blob.data)  # -1: absent or corrupt
+        done = []
+        if current < target:
+            chain = lineage(self._manifest(target), safe_lookup(self._manifest))
+            for m in chain:
+                if not self._has(name, replica, m.version):
+                    done.append(self._copy_version(name, replica, m))
+            moved = advance_latest(replica, chain[-1])
+            log.info(
+                "%s: LATEST %s v%d", name, "moved to" if moved else "already at or past", target
+            )
+            self._manifests = {v: self._manifests[v] for v in (m.version for m in chain)}
+        self._synced[name] = max(current, target)
+        return done
+
+    # -- one version -----------------------------------------------------------------
+    def _manifest(self, version: int) -> Manifest:
+        """The primary's manifest of ``version`` (its bytes are kept for the copy)."""
+        if version not in self._manifests:
+            data = self.source.get_bytes(layout.manifest_key(version))
+            self._manifests[version] = (data, Manifest.from_json(data, expect_version=version))
+        return self._manifests[version][1]
+
+    def _has(self, name: str, replica: ObjectStore, version: int) -> bool:
+        """Whether the replica holds the primary's manifest of ``version`` (another: conflict)."""
+        if version not in self._present[name]:
+            blob = get_or_none(replica, layout.manifest_key(version))
+            if blob is None:
+                return False
+            self._same_as_primary(replica, version, blob.data)
+            self._present[name].add(version)
+        return True
+
+    def _copy_version(self, name: str, replica: ObjectStore, m: Manifest) -> RelayedVersion:
+        start = time.monotonic()
+        cfg = self.config
+        futures = [
+            self._objects.submit(
+                replica.copy_from,
+                self.source,
+                m.payload_key(o.key),
+                m.payload_key(o.key),
+                size=o.size,
+                executor=self._parts,
+                part_bytes=cfg.part_bytes,
+                slots=self._slots,
+            )
+            for o in m.objects
+        ]
+        copied: list[bool] = wait_all(futures)  # every payload object, before the manifest
+        server_side = all(copied)
+        self._commit_manifest(replica, m.version)
+        self._present[name].add(m.version)
+        done = RelayedVersion(
+            name, m.version, len(m.objects), m.stored_bytes, server_side, time.monotonic() - start
+        )
+        log.info(
+            "relayed v%d to %s: %d objects, %d bytes %s in %.2f s",
+            m.version,
+            name,
+            done.objects,
+            done.copied_bytes,
+            "server-side" if server_side else "streamed",
+            done.seconds,
+        )
+        return done
+
+    def _commit_manifest(self, replica: ObjectStore, version: int) -> None:
+        key = layout.manifest_key(version)
+        try:
+            replica.put_bytes(key, self._manifests[version][0], if_none_match=True)
+        except PreconditionFailedError as exc:  # ours from an interrupted pass, or a conflict
+            self._same_as_primary(replica, version, replica.get_bytes(key), exc)
+
+    def _same_as_primary(
+        self, replica: ObjectStore, version: int, found: bytes, cause: Exception | None = None
+    ) -> None:
+        if found != self._manifests[version][0]:
+            raise VersionConflictError(
+                f"version {version} at {replica.url} is not the primary's: something else "
+                "published into this replica; the relay will not overwrite it"
+            ) from cause
+
+
+__all__ = ["Relay", "RelayConfig", "RelayedVersion"]

@@ -1,0 +1,41 @@
+"""Test and demo helpers (public): local endpoints, synthetic policies, the store contract.
+
+- :func:`local_s3` starts moto's S3 server on a local address; :func:`make_bucket`
+  makes a bucket on it; :data:`CREDENTIALS` are the placeholder keys it accepts.
+- :mod:`~wanrl_s3.testing.synthetic` builds LLaMA-shaped bf16 policies from a seed.
+- :class:`StoreContract` is the store contract suite a backend subclasses.
+
+Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .endpoint import CREDENTIALS, free_port, local_s3, make_bucket, worker_command
+from .synthetic import llama_like_layout, nudge_state, param_count, random_bf16_state
+
+if TYPE_CHECKING:
+    from .contract import StoreContract
+
+
+def __getattr__(name: str) -> Any:
+    if name == "StoreContract":  # imports pytest: only on demand
+        from .contract import StoreContract
+
+        return StoreContract
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "CREDENTIALS",
+    "StoreContract",
+    "free_port",
+    "llama_like_layout",
+    "local_s3",
+    "make_bucket",
+    "nudge_state",
+    "param_count",
+    "random_bf16_state",
+    "worker_command",
+]
