@@ -27,6 +27,7 @@ from .errors import (
     VerificationError,
     VersionConflictError,
     WanrlError,
+    WorkerStatusError,
 )
 
 # public name -> the private module that defines it (imported lazily)
@@ -36,6 +37,7 @@ _LAZY: dict[str, str] = {
     "PublishConfig": ".publish.publisher",
     "PublishResult": ".publish.publisher",
     "Publisher": ".publish.publisher",
+    "resume": ".publish.resume",
     "resume_point": ".publish.resume",
     "ResumePoint": ".publish.resume",
     # worker side: fetching and installing
@@ -68,6 +70,7 @@ _LAZY: dict[str, str] = {
     "to_torch": ".io.tensors",
     # the fleet and the learner
     "StatusReporter": ".fleet.status",
+    "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
     "fleet_report": ".fleet.status",
     "read_statuses": ".fleet.status",
@@ -91,11 +94,12 @@ if TYPE_CHECKING:
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
     from .fleet.status import StatusReporter, WorkerStatus, fleet_report, read_statuses
+    from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
     from .io.safetensors_file import SafetensorsFile, write_file
     from .io.tensors import to_numpy, to_torch
     from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
-    from .publish.resume import ResumePoint, resume_point
+    from .publish.resume import ResumePoint, resume, resume_point
     from .regions.config import Region, RegionsConfig, load_regions
     from .regions.probe import choose_region
     from .regions.roles import StoreRoles, store_roles
@@ -159,7 +163,9 @@ __all__ = [
     "WatchConfig",
     "Watcher",
     "WorkerStatus",
+    "WorkerStatusError",
     "check_staleness",
+    "check_worker_id",
     "choose_region",
     "estimate",
     "fleet_report",
@@ -171,6 +177,7 @@ __all__ = [
     "open_store",
     "pull_to_file",
     "read_statuses",
+    "resume",
     "resume_point",
     "store_roles",
     "to_numpy",

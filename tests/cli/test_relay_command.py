@@ -14,7 +14,7 @@ from tests.regions.support import SMALL, model, nudge, same, three_regions, wait
 from wanrl_s3.cli import main
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.format import layout
-from wanrl_s3.format.manifest import Latest
+from wanrl_s3.format.latest import Latest
 from wanrl_s3.publish.publisher import Publisher
 from wanrl_s3.store import get_or_none
 

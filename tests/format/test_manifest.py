@@ -11,7 +11,8 @@ import pytest
 
 from wanrl_s3.errors import ManifestError, VerificationError
 from wanrl_s3.format import hashing
-from wanrl_s3.format.manifest import Latest, Manifest, ObjectRef, Segment, TensorEntry
+from wanrl_s3.format.latest import Latest
+from wanrl_s3.format.manifest import Manifest, ObjectRef, Segment, TensorEntry
 
 H = hashing.digest(b"x" * 16)
 
@@ -136,7 +137,9 @@ def test_delta_manifest_lineage_rules() -> None:
 
 
 def test_latest_pointer_round_trip_and_validation() -> None:
-    latest = Latest(12, "run-1", "delta", 10, 1_700_000_000.0)
+    latest = Latest(
+        version=12, run_id="run-1", kind="delta", keyframe_version=10, published_at_s=1.7e9
+    )
     assert Latest.from_json(latest.to_json()) == latest
     d = json.loads(latest.to_json())
     d["manifest"] = "v/000000000011/manifest.json"

@@ -9,7 +9,7 @@ import pytest
 from wanrl_s3.errors import UsageError, VersionConflictError
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.format import layout
-from wanrl_s3.format.manifest import Latest
+from wanrl_s3.format.latest import Latest
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import ObjectStore
 

@@ -17,7 +17,7 @@ from tests.regions.support import SMALL, model, nudge, same, three_regions, wait
 from wanrl_s3.errors import StoreError, VersionConflictError
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.format import layout
-from wanrl_s3.format.manifest import Latest
+from wanrl_s3.format.latest import Latest
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.regions.config import RegionsConfig
 from wanrl_s3.regions.relay import Relay, RelayConfig

@@ -11,8 +11,9 @@ from typing import Any
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
 from ..format.signing import Verifier
-from ..regions.config import RegionsConfig, load_regions
-from ..regions.probe import AUTO, RegionChoice, choose_region
+from ..regions.config import RegionsConfig
+from ..regions.probe import RegionChoice
+from ..regions.roles import StoreRoles, store_roles
 from ..store import ObjectStore, open_store
 
 
@@ -54,17 +55,22 @@ def add_regions_arg(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def regions_from_args(args: argparse.Namespace) -> RegionsConfig | None:
-    """The regions file if one was given; exactly one of --store and --regions."""
-    if args.regions is None:
-        if not args.store:
-            raise UsageError("give --store URL, or --regions FILE")
-        return None
-    if args.store:
+def roles_from_args(args: argparse.Namespace) -> StoreRoles:
+    """The run's stores by role: exactly one of --store and --regions."""
+    regions = getattr(args, "regions", None)
+    if regions is None and not args.store:
+        raise UsageError("give --store URL, or --regions FILE")
+    if regions is not None and args.store:
         raise UsageError(
             "--store and --regions exclude each other: the regions file names every store"
         )
-    return load_regions(args.regions)
+    return store_roles(
+        args.store,
+        regions=regions,
+        endpoint_url=args.endpoint_url,
+        profile=args.profile,
+        region=args.s3_region,
+    )
 
 
 def add_region_arg(parser: argparse.ArgumentParser, without_regions: str) -> None:
@@ -82,11 +88,9 @@ def store_to_read(
     args: argparse.Namespace, *, max_lag_versions: int | None = None
 ) -> tuple[ObjectStore, RegionsConfig | None, RegionChoice | None]:
     """--store, or the region of --regions that --region names or measuring picks."""
-    regions = regions_from_args(args)
-    if regions is None:
-        return open_from_args(args), None, None
-    choice = choose_region(regions, args.region or AUTO, max_lag_versions=max_lag_versions)
-    return regions.store(choice.region), regions, choice
+    roles = roles_from_args(args)
+    store, choice = roles.read(args.region, max_lag_versions=max_lag_versions)
+    return store, roles.regions, choice
 
 
 def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectStore:

@@ -6,14 +6,12 @@ import argparse
 import dataclasses
 
 from ..fleet.retention import GcReport, RetentionPolicy, collect
-from ..store import ObjectStore
 from .common import (
     add_regions_arg,
     add_store_args,
     emit_json,
     human_bytes,
-    open_from_args,
-    regions_from_args,
+    roles_from_args,
 )
 
 
@@ -45,21 +43,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
-def _stores(args: argparse.Namespace) -> dict[str, ObjectStore]:
-    regions = regions_from_args(args)
-    if regions is None:
-        return {args.store: open_from_args(args)}
-    names = [r.name for r in regions.publish_regions]
-    if regions.mode == "copy":
-        names = [regions.primary, *(r.name for r in regions.replicas)]
-    return {name: regions.store(name) for name in names}
-
-
 def run(args: argparse.Namespace) -> int:
     policy = RetentionPolicy(args.keep, args.grace_s)
     reports: dict[str, GcReport] = {
         where: collect(store, policy, dry_run=args.dry_run)
-        for where, store in _stores(args).items()
+        for where, store in roles_from_args(args).collect().items()
     }
     if args.json:
         emit_json({where: dataclasses.asdict(r) for where, r in reports.items()})

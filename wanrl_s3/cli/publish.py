@@ -11,19 +11,17 @@ from __future__ import annotations
 import argparse
 
 from ..errors import UsageError
-from ..fetch.chain import lineage, safe_lookup
 from ..fetch.files import load_snapshot
-from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.signing import Signer
 from ..io.safetensors_file import iter_source, read_source
 from ..publish.publisher import DELTA_MODES, PublishConfig, Publisher
+from ..publish.resume import resume
 from .common import (
     add_regions_arg,
     add_store_args,
     emit_json,
     human_bytes,
-    open_from_args,
-    regions_from_args,
+    roles_from_args,
 )
 from .progress import ProgressBar
 
@@ -80,15 +78,11 @@ def run(args: argparse.Namespace) -> int:
         part_bytes=args.part_mb * MiB,
         concurrency=args.concurrency,
     )
-    regions = regions_from_args(args)
-    stores = (
-        [open_from_args(args)] if regions is None else [r.store() for r in regions.publish_regions]
-    )
-    store = stores[0]
+    stores = roles_from_args(args).publish()
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
     publisher = Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
     if args.delta != "never":
-        _adopt_base(publisher, store, args.base, args.keyframe_every)
+        _resume(publisher, args.base)
     tensors = dict(iter_source(files))
     bar = ProgressBar(sum(a.nbytes for a in tensors.values()), f"publish v{args.version}")
     try:
@@ -110,9 +104,9 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     else:
-        base = "" if result.base_version is None else f" against v{result.base_version}"
+        against = "" if result.base_version is None else f" against v{result.base_version}"
         print(
-            f"published v{result.version} ({result.kind}{base}) to "
+            f"published v{result.version} ({result.kind}{against}) to "
             f"{', '.join(s.url for s in stores)}: "
             f"{result.tensors} tensors, {human_bytes(result.raw_bytes)} raw, "
             f"{human_bytes(result.stored_bytes)} stored, {result.seconds:.2f} s "
@@ -121,32 +115,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _adopt_base(
-    publisher: Publisher, store: object, base_path: str | None, keyframe_every: int
-) -> None:
-    """Give the one-shot publisher the newest version's bits, verified, to diff against."""
-    with Subscriber(store) as sub:  # type: ignore[arg-type]
-        latest = sub.latest()
-        if latest is None:
-            if base_path:
-                raise UsageError(f"--base {base_path}: the store has no versions yet")
-            return
-        if base_path:
-            snapshot: Snapshot = load_snapshot(base_path)
-            if snapshot.version != latest.version:
-                raise UsageError(
-                    f"--base {base_path} holds v{snapshot.version} but the newest "
-                    f"version is v{latest.version}; pull it first"
-                )
-            manifest = sub.verify_local(snapshot)
-        else:
-            snapshot = sub.fetch(latest.version)
-            manifest = sub.manifest(snapshot.version)
-        since = len(lineage(manifest, safe_lookup(sub.manifest))) - 1
-    publisher.adopt_base(
-        snapshot.version,
-        snapshot.tensors,
-        keyframe_version=manifest.keyframe_version or snapshot.version,
-        since_keyframe=min(since, keyframe_every),
-        borrow=True,
-    )
+def _resume(publisher: Publisher, base_path: str | None) -> None:
+    """Continue from the store's newest version (verified), so a delta can go out."""
+    base = load_snapshot(base_path) if base_path else None
+    try:
+        resume(publisher, base=base)
+    except UsageError as exc:
+        raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc

@@ -25,9 +25,11 @@ import numpy as np
 from ..codec import bridge as codec_bridge
 from ..errors import FetchCancelled, NotFoundError, UsageError, VerificationError, WanrlError
 from ..format import dtypes, hashing, layout
-from ..format.manifest import Latest, Manifest, TensorEntry
+from ..format import latest as latest_pointer
+from ..format.latest import Latest
+from ..format.manifest import Manifest, TensorEntry
 from ..io.tensors import byte_view
-from ..store import Blob, ObjectStore, get_or_none
+from ..store import ObjectStore
 from .chain import HAVE, FetchPlan, Recipe, plan_fetch, safe_lookup
 from .download import Progress, ReadJob, read_all
 
@@ -99,16 +101,11 @@ class Subscriber:
 
     # -- finding versions -------------------------------------------------------
     def latest(self) -> Latest | None:
-        blob = get_or_none(self.store, layout.LATEST_KEY)
-        return None if blob is None else Latest.from_json(blob.data)
+        return latest_pointer.read(self.store)
 
     def poll_latest(self, etag: str | None) -> tuple[Latest, str] | None:
         """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged)."""
-        try:
-            blob: Blob | None = self.store.get_if_changed(layout.LATEST_KEY, etag)
-        except NotFoundError:
-            return None
-        return None if blob is None else (Latest.from_json(blob.data), blob.etag)
+        return latest_pointer.poll(self.store, etag)
 
     def resolve(self, version: int | str | None) -> int:
         if version is None or version == "latest":

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import FetchCancelled, NotFoundError, UsageError, WanrlError
-from ..format.manifest import Latest
+from ..format.latest import Latest
 from ..store import SYSTEM_CLOCK, Clock
 from .node_share import NodeShare
 from .subscriber import Snapshot, Subscriber

@@ -1,4 +1,4 @@
-"""Version manifests and the LATEST pointer: the format, and its strict reader.
+"""Version manifests: the format, and its strict reader.
 
 A manifest says, for one version, every tensor's name, dtype, shape, the BLAKE3
 hash of its published bytes, how it is encoded (raw bytes, or an XOR delta
@@ -28,7 +28,6 @@ from ..store.spec import check_key
 from . import dtypes, hashing, layout
 
 FORMAT = "wanrl-s3/manifest"
-LATEST_FORMAT = "wanrl-s3/latest"
 SCHEMA_VERSION = 1
 KINDS = ("full", "delta")
 ENCODINGS = ("raw", "xor-delta")
@@ -39,7 +38,7 @@ MAX_NDIM = 32
 MAX_TENSOR_BYTES = 2**44  # 16 TiB: far past any tensor, short of overflow games
 MAX_OBJECT_BYTES = 5 * 2**40  # S3's object size limit
 MAX_NAME_CHARS = 1024
-_RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ class Manifest:
             "schema_version": SCHEMA_VERSION,
             "run_id": self.run_id,
             "version": self.version,
-            "created_at": _iso(self.created_at_s),
+            "created_at": format_iso(self.created_at_s),
             "kind": self.kind,
             "base_version": self.base_version,
             "keyframe_version": self.keyframe_version,
@@ -166,15 +165,8 @@ class Manifest:
     def from_json(cls, data: bytes, *, expect_version: int | None = None) -> Manifest:
         """Parse and validate; every problem is a ManifestError naming the field."""
         where = "manifest" if expect_version is None else f"manifest of version {expect_version}"
-        if len(data) > MAX_MANIFEST_BYTES:
-            raise ManifestError(
-                f"{where} is {len(data)} bytes, over the {MAX_MANIFEST_BYTES}-byte limit"
-            )
-        try:
-            raw = json.loads(data)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"{where} is not valid JSON: {exc}") from exc
-        manifest = _parse_manifest(_Fields(raw, where))
+        raw = load_bounded_json(data, where, MAX_MANIFEST_BYTES)
+        manifest = _parse_manifest(Fields(raw, where))
         unsigned = {k: v for k, v in raw.items() if k != "signature"}
         manifest = replace(manifest, read_bytes=_canonical(unsigned))
         if expect_version is not None and manifest.version != expect_version:
@@ -208,7 +200,7 @@ def _tensor_dict(t: TensorEntry) -> dict[str, Any]:
     return d
 
 
-def _iso(ts_s: float) -> str:
+def format_iso(ts_s: float) -> str:
     return dt.datetime.fromtimestamp(ts_s, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -217,7 +209,46 @@ def parse_iso(text: str) -> float:
 
 
 # -- the strict reader ----------------------------------------------------------
-class _Fields:
+MAX_JSON_DEPTH = 32  # our formats nest five deep; anything far deeper is an attack
+
+
+def load_bounded_json(data: bytes, what: str, max_bytes: int) -> Any:
+    """Parse JSON read from a store, bounded before and during parsing.
+
+    The size is checked first; a nesting too deep for the parser (a hostile
+    ``[[[[...``) is a ManifestError, not a RecursionError that kills a thread;
+    the result must then nest at most :data:`MAX_JSON_DEPTH` levels.
+    """
+    if len(data) > max_bytes:
+        raise ManifestError(f"{what} is {len(data)} bytes, over the {max_bytes}-byte limit")
+    try:
+        raw = json.loads(data)
+    except RecursionError:
+        raise ManifestError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{what} is not valid JSON: {exc}") from exc
+    if _depth_over(raw, MAX_JSON_DEPTH):
+        raise ManifestError(f"{what} nests deeper than {MAX_JSON_DEPTH} levels")
+    return raw
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    """True if ``value`` nests more than ``limit`` containers deep (iterative: no recursion)."""
+    if not isinstance(value, dict | list):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+class Fields:
     """A JSON object with a path, so every error names exactly which field failed."""
 
     def __init__(self, raw: Any, path: str, allowed: Iterable[str] | None = None) -> None:
@@ -302,7 +333,7 @@ _TENSOR_FIELDS = (
 )
 
 
-def _parse_manifest(f: _Fields) -> Manifest:
+def _parse_manifest(f: Fields) -> Manifest:
     fmt = f.get("format")
     if fmt != FORMAT:
         raise f.fail("format", f"must be {FORMAT!r}, got {fmt!r}")
@@ -313,7 +344,7 @@ def _parse_manifest(f: _Fields) -> Manifest:
             f"is {schema}; this reader supports {SCHEMA_VERSION} "
             "(upgrade wanrl-s3 to read newer manifests)",
         )
-    f = _Fields(f.raw, f.path, _TOP_FIELDS)
+    f = Fields(f.raw, f.path, _TOP_FIELDS)
     if f.get("hash_algorithm") != hashing.ALGORITHM:
         raise f.fail("hash_algorithm", f"must be {hashing.ALGORITHM!r}")
     version = f.get_int("version", 0, layout.MAX_VERSION)
@@ -327,7 +358,7 @@ def _parse_manifest(f: _Fields) -> Manifest:
         ) from None
     objects = _parse_objects(f)
     tensors = tuple(
-        _parse_tensor(_Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
+        _parse_tensor(Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
         for i, t in enumerate(f.get_list("tensors", MAX_TENSORS))
     )
     if not tensors:
@@ -335,7 +366,7 @@ def _parse_manifest(f: _Fields) -> Manifest:
     _check_names_unique(f, tensors)
     _check_ranges(f, objects, tensors)
     return Manifest(
-        run_id=f.get_str("run_id", _RUN_ID_RE),
+        run_id=f.get_str("run_id", RUN_ID_RE),
         version=version,
         created_at_s=created,
         kind=kind,
@@ -348,7 +379,7 @@ def _parse_manifest(f: _Fields) -> Manifest:
     )
 
 
-def _parse_lineage(f: _Fields, version: int, kind: str) -> tuple[int | None, int]:
+def _parse_lineage(f: Fields, version: int, kind: str) -> tuple[int | None, int]:
     base = f.opt_int("base_version", 0, layout.MAX_VERSION)
     keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
     if kind == "full":
@@ -366,7 +397,7 @@ def _parse_lineage(f: _Fields, version: int, kind: str) -> tuple[int | None, int
     return base, keyframe
 
 
-def _parse_str_map(f: _Fields, name: str) -> dict[str, str] | None:
+def _parse_str_map(f: Fields, name: str) -> dict[str, str] | None:
     """An object of short strings; None when the field is absent or null."""
     v = f.get(name, optional=True)
     if v is None:
@@ -383,10 +414,10 @@ def _parse_str_map(f: _Fields, name: str) -> dict[str, str] | None:
     return dict(v)
 
 
-def _parse_objects(f: _Fields) -> dict[str, ObjectRef]:
+def _parse_objects(f: Fields) -> dict[str, ObjectRef]:
     objects: dict[str, ObjectRef] = {}
     for i, raw in enumerate(f.get_list("objects", MAX_TENSORS)):
-        o = _Fields(raw, f"{f.path}: objects[{i}]", ("key", "size"))
+        o = Fields(raw, f"{f.path}: objects[{i}]", ("key", "size"))
         key = o.get_str("key", max_len=512)
         try:
             check_key(key, field_name="key")
@@ -399,7 +430,7 @@ def _parse_objects(f: _Fields) -> dict[str, ObjectRef]:
     return objects
 
 
-def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
+def _parse_tensor(t: Fields, kind: str) -> TensorEntry:
     name = t.get_str("name", max_len=MAX_NAME_CHARS)
     try:
         dtype = dtypes.by_name(t.get_str("dtype", max_len=16))
@@ -422,7 +453,7 @@ def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
     digest = t.get_str("hash", hashing.HEX_RE)
     stored_hash = t.get_str("stored_hash", hashing.HEX_RE)
     segments = tuple(
-        _parse_segment(_Fields(s, f"{t.path}.segments[{j}]", ("key", "offset", "length")))
+        _parse_segment(Fields(s, f"{t.path}.segments[{j}]", ("key", "offset", "length")))
         for j, s in enumerate(t.get_list("segments", 1_000_000))
     )
     stored = sum(s.length for s in segments)
@@ -440,14 +471,14 @@ def _parse_tensor(t: _Fields, kind: str) -> TensorEntry:
     return TensorEntry(name, dtype.name, shape, digest, encoding, segments, stored_hash, changed)
 
 
-def _parse_segment(s: _Fields) -> Segment:
+def _parse_segment(s: Fields) -> Segment:
     key = s.get_str("key", max_len=512)
     offset = s.get_int("offset", 0, MAX_OBJECT_BYTES)
     length = s.get_int("length", 1, MAX_OBJECT_BYTES)
     return Segment(key, offset, length)
 
 
-def _check_names_unique(f: _Fields, tensors: tuple[TensorEntry, ...]) -> None:
+def _check_names_unique(f: Fields, tensors: tuple[TensorEntry, ...]) -> None:
     seen: set[str] = set()
     for i, t in enumerate(tensors):
         if t.name in seen:
@@ -456,7 +487,7 @@ def _check_names_unique(f: _Fields, tensors: tuple[TensorEntry, ...]) -> None:
 
 
 def _check_ranges(
-    f: _Fields, objects: dict[str, ObjectRef], tensors: tuple[TensorEntry, ...]
+    f: Fields, objects: dict[str, ObjectRef], tensors: tuple[TensorEntry, ...]
 ) -> None:
     """Every segment inside a listed object, and no two segments overlapping."""
     spans: dict[str, list[tuple[int, int, str]]] = {}
@@ -480,67 +511,3 @@ def _check_ranges(
                 raise ManifestError(
                     f"{f.path}: tensors {name!r} and {other!r} overlap in object {key!r}"
                 )
-
-
-# -- LATEST -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Latest:
-    """The pointer readers poll: which version is newest, and what kind it is."""
-
-    version: int
-    run_id: str
-    kind: str
-    keyframe_version: int
-    published_at_s: float
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "format": LATEST_FORMAT,
-                "schema_version": SCHEMA_VERSION,
-                "version": self.version,
-                "run_id": self.run_id,
-                "kind": self.kind,
-                "keyframe_version": self.keyframe_version,
-                "manifest": layout.manifest_key(self.version),
-                "published_at": _iso(self.published_at_s),
-            }
-        ).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> Latest:
-        try:
-            raw = json.loads(data[:65536])
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ManifestError(f"LATEST is not valid JSON: {exc}") from exc
-        f = _Fields(
-            raw,
-            "LATEST",
-            (
-                "format",
-                "schema_version",
-                "version",
-                "run_id",
-                "kind",
-                "keyframe_version",
-                "manifest",
-                "published_at",
-            ),
-        )
-        if f.get("format") != LATEST_FORMAT:
-            raise f.fail("format", f"must be {LATEST_FORMAT!r}")
-        version = f.get_int("version", 0, layout.MAX_VERSION)
-        keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
-        if f.get("manifest") != layout.manifest_key(version):
-            raise f.fail("manifest", f"must be {layout.manifest_key(version)!r}")
-        try:
-            published = parse_iso(f.get_str("published_at", max_len=40))
-        except ValueError:
-            raise f.fail("published_at", "must be an ISO-8601 UTC time") from None
-        return cls(
-            version,
-            f.get_str("run_id", _RUN_ID_RE),
-            f.get_str("kind", choices=KINDS),
-            keyframe,
-            published,
-        )

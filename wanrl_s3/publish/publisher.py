@@ -38,16 +38,14 @@ import numpy as np
 
 from ..codec import bridge as codec_bridge
 from ..errors import (
-    ManifestError,
     PreconditionFailedError,
-    StoreError,
     UsageError,
     VersionConflictError,
 )
-from ..format import dtypes, hashing, layout
-from ..format.manifest import Latest, Manifest, ObjectRef, TensorEntry
+from ..format import dtypes, hashing, latest, layout
+from ..format.manifest import Manifest, ObjectRef, TensorEntry
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
-from ..store import ObjectStore, compare_and_swap, get_or_none
+from ..store import ObjectStore
 from .payload import PayloadWriter
 
 DELTA_MODES = ("auto", "never", "always")
@@ -214,7 +212,7 @@ class Publisher:
                 manifest = draft.manifest(self.run_id, version, metadata or {})
         manifest = self._sign(manifest.validate())
         self._commit_manifest(manifest, draft.writer)
-        moved = all([advance_latest(store, manifest) for store in self.stores])
+        moved = all([latest.advance(store, manifest) for store in self.stores])
         if held is not None:
             self._base = _Base(
                 version,
@@ -241,14 +239,12 @@ class Publisher:
     # -- steps --------------------------------------------------------------------
     def _check_claimable(self, version: int) -> None:
         for store in self.stores:
-            blob = get_or_none(store, layout.LATEST_KEY)
-            if blob is not None:
-                latest = _latest_version(blob.data)
-                if latest >= version:
-                    raise VersionConflictError(
-                        f"version {version} is not newer than LATEST ({latest}) at "
-                        f"{store.url}; publish {latest + 1} or later"
-                    )
+            current, _ = latest.committed_version(store)
+            if current >= version:
+                raise VersionConflictError(
+                    f"version {version} is not newer than LATEST ({current}) at "
+                    f"{store.url}; publish {current + 1} or later"
+                )
             if store.exists(layout.manifest_key(version)):
                 raise VersionConflictError(f"version {version} already exists at {store.url}")
 
@@ -383,42 +379,6 @@ class Publisher:
                         else "this publish changed nothing"
                     )
                 ) from exc
-
-
-def advance_latest(store: ObjectStore, manifest: Manifest, attempts: int = 20) -> bool:
-    """Compare-and-swap LATEST forwards to ``manifest``'s version.
-
-    False if LATEST already points at that version or a newer one (it never
-    moves backwards). The publisher and the relay both commit through this.
-    """
-    pointer = Latest(
-        manifest.version,
-        manifest.run_id,
-        manifest.kind,
-        manifest.keyframe_version or manifest.version,
-        time.time(),
-    ).to_json()
-    for _ in range(attempts):
-        blob = get_or_none(store, layout.LATEST_KEY)
-        if blob is not None and _latest_version(blob.data) >= manifest.version:
-            return False
-        try:
-            compare_and_swap(store, layout.LATEST_KEY, None if blob is None else blob.etag, pointer)
-            return True
-        except PreconditionFailedError:
-            continue  # someone moved it first: re-read and decide again
-    raise StoreError(
-        f"could not move LATEST to {manifest.version} at {store.url} after "
-        f"{attempts} attempts: too many concurrent publishers"
-    )
-
-
-def _latest_version(data: bytes) -> int:
-    """LATEST's version; a corrupt pointer counts as -1 so that the next publish repairs it."""
-    try:
-        return Latest.from_json(data).version
-    except ManifestError:
-        return -1
 
 
 def _hold(arr: np.ndarray, reuse: np.ndarray | None) -> np.ndarray:

@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFoundError, StoreError, UsageError, WanrlError
+from ..format import latest as latest_pointer
 from ..format import layout
-from ..format.manifest import Latest, Manifest
-from ..store import ObjectStore, RetryPolicy, get_or_none
+from ..format.manifest import Manifest
+from ..store import ObjectStore, RetryPolicy
 from .config import RegionsConfig
 
 log = logging.getLogger(__name__)
@@ -80,15 +81,16 @@ def probe_region(
 ) -> RegionProbe:
     """Measure one region's store (see the module docstring); never raises a WanrlError."""
     try:
-        times_s, blob = [], None
+        times_s: list[float] = []
+        pointer = None
         for _ in range(samples):
             start = time.monotonic()
-            blob = get_or_none(store, layout.LATEST_KEY)
+            pointer = latest_pointer.read(store)
             times_s.append(time.monotonic() - start)
         latency_s = statistics.median(times_s)
-        if blob is None:
+        if pointer is None:
             return RegionProbe(name, latency_s)
-        latest = Latest.from_json(blob.data).version
+        latest = pointer.version
     except WanrlError as exc:
         return RegionProbe(name, error=str(exc))
     try:

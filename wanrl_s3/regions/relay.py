@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
-    NotFoundError,
     PreconditionFailedError,
     UsageError,
     VersionConflictError,
@@ -38,9 +37,8 @@ from ..errors import (
 )
 from ..fetch.chain import lineage, safe_lookup
 from ..fetch.download import wait_all
-from ..format import layout
-from ..format.manifest import Latest, Manifest
-from ..publish.publisher import _latest_version, advance_latest
+from ..format import latest, layout
+from ..format.manifest import Manifest
 from ..store import MIN_PART_BYTES, ObjectStore, get_or_none
 from .config import RegionsConfig
 
@@ -137,11 +135,9 @@ class Relay:
         does not hold the others back, and the first failure is raised at the end.
         """
         try:
-            blob = self.source.get_if_changed(layout.LATEST_KEY, self._etag)
-            if blob is not None:
-                self._target, self._etag = Latest.from_json(blob.data).version, blob.etag
-        except NotFoundError:
-            return []  # nothing published yet
+            changed = latest.poll(self.source, self._etag)
+            if changed is not None:
+                self._target, self._etag = changed[0].version, changed[1]
         except WanrlError as exc:
             log.error("primary %s: cannot read LATEST: %s", self.source.url, exc)
             raise
@@ -161,15 +157,14 @@ class Relay:
         return done
 
     def _sync_replica(self, name: str, replica: ObjectStore, target: int) -> list[RelayedVersion]:
-        blob = get_or_none(replica, layout.LATEST_KEY)
-        current = -1 if blob is None else _latest_version(blob.data)  # -1: absent or corrupt
+        current, _ = latest.committed_version(replica)  # -1: absent or corrupt
         done = []
         if current < target:
             chain = lineage(self._manifest(target), safe_lookup(self._manifest))
             for m in chain:
                 if not self._has(name, replica, m.version):
                     done.append(self._copy_version(name, replica, m))
-            moved = advance_latest(replica, chain[-1])
+            moved = latest.advance(replica, chain[-1])
             log.info(
                 "%s: LATEST %s v%d", name, "moved to" if moved else "already at or past", target
             )

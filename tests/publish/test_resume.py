@@ -1,0 +1,73 @@
+"""Resuming: a restarted publisher continues with deltas from the store's newest version."""
+
+from __future__ import annotations
+
+import uuid
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from wanrl_s3.errors import UsageError, VerificationError
+from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
+from wanrl_s3.publish.resume import resume, resume_point
+from wanrl_s3.store import ObjectStore, open_store
+from wanrl_s3.testing.synthetic import nudge_state
+
+CONFIG = PublishConfig(delta="auto", keyframe_every=10)
+
+
+def _policy(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {f"layer{i}.w": rng.standard_normal(8192).astype(ml_dtypes.bfloat16) for i in range(3)}
+
+
+def _two_versions(store: ObjectStore) -> dict[str, np.ndarray]:
+    first = Publisher(store, CONFIG, run_id="run-a")
+    v1 = _policy()
+    first.publish(v1, 1)
+    v2 = nudge_state(v1, 0.01, seed=2)
+    assert first.publish(v2, 2).kind == "delta"
+    return v2
+
+
+def test_a_restarted_publisher_sends_a_delta(store: ObjectStore) -> None:
+    v2 = _two_versions(store)
+    restarted = Publisher(store, CONFIG, run_id="run-a")  # a new process: holds nothing
+    point = resume(restarted)
+    assert point is not None
+    assert (point.version, point.keyframe_version, point.since_keyframe) == (2, 1, 1)
+    assert point.next_version == 3
+    v3 = nudge_state(v2, 0.01, seed=3)
+    result = restarted.publish(v3, point.next_version)
+    assert (result.kind, result.base_version) == ("delta", 2)
+    with Subscriber(store) as sub:
+        got = sub.fetch(3).tensors
+    assert all(got[k].tobytes() == v3[k].tobytes() for k in v3)
+
+
+def test_without_resume_the_restart_would_send_a_keyframe(store: ObjectStore) -> None:
+    v2 = _two_versions(store)
+    result = Publisher(store, CONFIG).publish(nudge_state(v2, 0.01, seed=3), 3)
+    assert result.kind == "full"  # what resume exists to avoid
+
+
+def test_resume_from_a_local_copy_checks_it(store: ObjectStore) -> None:
+    _two_versions(store)
+    with Subscriber(store) as sub:
+        snapshot = sub.fetch(2)
+        older = sub.fetch(1)
+    assert resume(Publisher(store, CONFIG), base=snapshot) is not None
+    with pytest.raises(UsageError, match="holds v1 but the newest version is v2"):
+        resume(Publisher(store, CONFIG), base=older)
+    snapshot.tensors["layer0.w"][0] += 1  # a local copy that is not what was published
+    with pytest.raises(VerificationError):
+        resume(Publisher(store, CONFIG), base=snapshot)
+
+
+def test_an_empty_store_has_nothing_to_resume() -> None:
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    assert resume(Publisher(store, CONFIG)) is None
+    with Subscriber(store) as sub:
+        assert resume_point(sub) is None

@@ -1,0 +1,185 @@
+"""LATEST: the one owner of reading, claiming and advancing the pointer readers poll.
+
+LATEST names the newest committed version (docs/format.md). Every module that
+touches it goes through here, so there is one policy:
+
+- **Readers** (the subscriber, the probe, the relay reading a primary) get a
+  :class:`Latest` or ``None`` when the store has none; a pointer that is not a
+  valid LATEST raises :class:`~wanrl_s3.errors.ManifestError` (exit 3). A reader
+  never guesses a version from a corrupt pointer.
+- **Writers** (the publisher and the relay committing to a replica) move LATEST
+  only forwards, by compare-and-swap on the ETag they read. A corrupt pointer is
+  treated as "no version" (and logged): it is overwritten by the next commit,
+  because the manifest being committed was verified and the manifests, not the
+  pointer, are the truth. Refusing would freeze the run until a person deleted it.
+- A compare-and-swap whose response was lost is resolved by reading LATEST back:
+  if it names the version being committed, by the same run, the move succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+
+from ..errors import ManifestError, NotFoundError, PreconditionFailedError, StoreError
+from ..store import ObjectStore, compare_and_swap, get_or_none
+from . import layout
+from .manifest import KINDS, RUN_ID_RE, Fields, Manifest, format_iso, load_bounded_json, parse_iso
+
+log = logging.getLogger(__name__)
+
+LATEST_FORMAT = "wanrl-s3/latest"
+SCHEMA_VERSION = 1
+MAX_LATEST_BYTES = 64 * 1024
+_FIELDS = (
+    "format",
+    "schema_version",
+    "version",
+    "run_id",
+    "kind",
+    "keyframe_version",
+    "manifest",
+    "published_at",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Latest:
+    """The pointer readers poll: which version is newest, and what kind it is."""
+
+    version: int
+    run_id: str
+    kind: str
+    keyframe_version: int
+    published_at_s: float
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "format": LATEST_FORMAT,
+                "schema_version": SCHEMA_VERSION,
+                "version": self.version,
+                "run_id": self.run_id,
+                "kind": self.kind,
+                "keyframe_version": self.keyframe_version,
+                "manifest": layout.manifest_key(self.version),
+                "published_at": format_iso(self.published_at_s),
+            }
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Latest:
+        """Parse and check every field; raises ManifestError naming the field."""
+        f = Fields(load_bounded_json(data, "LATEST", MAX_LATEST_BYTES), "LATEST", _FIELDS)
+        if f.get("format") != LATEST_FORMAT:
+            raise f.fail("format", f"must be {LATEST_FORMAT!r}")
+        version = f.get_int("version", 0, layout.MAX_VERSION)
+        keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
+        if f.get("manifest") != layout.manifest_key(version):
+            raise f.fail("manifest", f"must be {layout.manifest_key(version)!r}")
+        try:
+            published = parse_iso(f.get_str("published_at", max_len=40))
+        except ValueError:
+            raise f.fail("published_at", "must be an ISO-8601 UTC time") from None
+        return cls(
+            version=version,
+            run_id=f.get_str("run_id", RUN_ID_RE),
+            kind=f.get_str("kind", choices=KINDS),
+            keyframe_version=keyframe,
+            published_at_s=published,
+        )
+
+    @classmethod
+    def of(cls, manifest: Manifest, published_at_s: float | None = None) -> Latest:
+        """The pointer that names ``manifest``."""
+        return cls(
+            version=manifest.version,
+            run_id=manifest.run_id,
+            kind=manifest.kind,
+            keyframe_version=manifest.keyframe_version or manifest.version,
+            published_at_s=time.time() if published_at_s is None else published_at_s,
+        )
+
+
+# -- readers ------------------------------------------------------------------------
+def read(store: ObjectStore) -> Latest | None:
+    """The store's LATEST, or None when it has none. A corrupt pointer raises ManifestError."""
+    blob = get_or_none(store, layout.LATEST_KEY)
+    return None if blob is None else _parse(blob.data, store)
+
+
+def poll(store: ObjectStore, etag: str | None) -> tuple[Latest, str] | None:
+    """LATEST and its ETag if it changed since ``etag`` (a conditional GET), else None."""
+    try:
+        blob = store.get_if_changed(layout.LATEST_KEY, etag)
+    except NotFoundError:
+        return None
+    return None if blob is None else (_parse(blob.data, store), blob.etag)
+
+
+def _parse(data: bytes, store: ObjectStore) -> Latest:
+    try:
+        return Latest.from_json(data)
+    except ManifestError as exc:
+        raise ManifestError(f"{store.url}: {exc}") from exc
+
+
+# -- writers ------------------------------------------------------------------------
+def committed_version(store: ObjectStore) -> tuple[int, str | None]:
+    """What a writer compares against: (LATEST's version or -1, its ETag or None).
+
+    -1 when there is no pointer or it is corrupt (logged), so that the next
+    commit repairs it; see the module docstring.
+    """
+    blob = get_or_none(store, layout.LATEST_KEY)
+    if blob is None:
+        return -1, None
+    try:
+        return Latest.from_json(blob.data).version, blob.etag
+    except ManifestError as exc:
+        log.warning("%s: LATEST is corrupt (%s); the next commit overwrites it", store.url, exc)
+        return -1, blob.etag
+
+
+def advance(store: ObjectStore, manifest: Manifest, attempts: int = 20) -> bool:
+    """Compare-and-swap LATEST forwards to ``manifest``'s version; True if it now names it.
+
+    False if LATEST already points past it, or at it for another run (it never
+    moves backwards). The publisher and the relay both commit through this.
+    """
+    pointer = Latest.of(manifest)
+    for _ in range(attempts):
+        current, etag = committed_version(store)
+        if current > manifest.version:
+            return False
+        if current == manifest.version:
+            return _names(store, pointer)  # ours, if a lost response hid our own success
+        try:
+            compare_and_swap(store, layout.LATEST_KEY, etag, pointer.to_json())
+            return True
+        except PreconditionFailedError:
+            continue  # moved under us (or our own write whose response was lost): re-read
+    raise StoreError(
+        f"could not move LATEST to {manifest.version} at {store.url} after "
+        f"{attempts} attempts: too many concurrent publishers"
+    )
+
+
+def _names(store: ObjectStore, pointer: Latest) -> bool:
+    try:
+        found = read(store)
+    except ManifestError:
+        return False
+    return found is not None and (found.version, found.run_id) == (pointer.version, pointer.run_id)
+
+
+__all__ = [
+    "LATEST_FORMAT",
+    "Latest",
+    "advance",
+    "committed_version",
+    "poll",
+    "read",
+]

@@ -1,0 +1,97 @@
+"""Resuming: continue a run from the newest version its store holds.
+
+A restarted trainer, or a one-shot ``wanrl-s3 publish``, must not send a full
+keyframe for every version just because this process has never published: the
+store already holds the last version's bits. :func:`resume` adopts them
+(verified, from the store or from a local copy the caller names) as the
+publisher's delta base, so the next publication is a delta again, and says which
+version a new publication must be newer than. The CLI's ``publish`` and the verl
+trainer side both resume through here.
+
+Reading the store is the reader's job, so this module uses the Subscriber: the
+only place on the trainer side where data flows back from a store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import UsageError
+from ..fetch.chain import lineage, safe_lookup
+from ..fetch.subscriber import Snapshot, Subscriber
+
+if TYPE_CHECKING:
+    from ..format.signing import Verifier
+    from .publisher import Publisher
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumePoint:
+    """The newest committed version of a store, as a publisher continues from it."""
+
+    version: int
+    keyframe_version: int
+    since_keyframe: int  # deltas between ``keyframe_version`` and ``version``
+    run_id: str
+
+    @property
+    def next_version(self) -> int:
+        """The smallest version a new publication may claim."""
+        return self.version + 1
+
+
+def resume_point(sub: Subscriber) -> ResumePoint | None:
+    """Where the store behind ``sub`` stands (manifests only); None when it is empty."""
+    latest = sub.latest()
+    if latest is None:
+        return None
+    manifest = sub.manifest(latest.version)
+    return ResumePoint(
+        version=manifest.version,
+        keyframe_version=manifest.keyframe_version or manifest.version,
+        since_keyframe=len(lineage(manifest, safe_lookup(sub.manifest))) - 1,
+        run_id=manifest.run_id,
+    )
+
+
+def resume(
+    publisher: Publisher,
+    *,
+    base: Snapshot | None = None,
+    verifier: Verifier | None = None,
+) -> ResumePoint | None:
+    """Adopt the newest version of ``publisher``'s primary store as its delta base.
+
+    ``base``: a local copy of that version (a pulled file), checked against its
+    manifest instead of downloading it; it must hold the newest version. Returns
+    None (and adopts nothing) when the store is empty. Every adopted byte is
+    verified against the manifest's hashes first.
+    """
+    with Subscriber(publisher.store, verifier=verifier) as sub:
+        point = resume_point(sub)
+        if point is None:
+            if base is not None:
+                raise UsageError(f"the store {publisher.store.url} has no versions yet to resume")
+            return None
+        if base is not None and base.version != point.version:
+            raise UsageError(
+                f"the local copy holds v{base.version} but the newest version is "
+                f"v{point.version}; pull it first"
+            )
+        if base is not None:
+            sub.verify_local(base)
+            snapshot = base
+        else:
+            snapshot = sub.fetch(point.version)
+    publisher.adopt_base(
+        point.version,
+        snapshot.tensors,
+        keyframe_version=point.keyframe_version,
+        since_keyframe=min(point.since_keyframe, publisher.config.keyframe_every),
+        borrow=base is not None,
+    )
+    return point
+
+
+__all__ = ["ResumePoint", "resume", "resume_point"]
