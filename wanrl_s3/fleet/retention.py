@@ -1,9 +1,13 @@
 """Garbage collection that keeps every delta chain whole (invariant 4).
 
-What is kept: the newest ``keep_versions`` versions and, for each of them, its
-whole lineage back to its keyframe, so a worker at any retained version, or at
-none, can still reach the newest one. Everything else goes, manifest first (so
-no reader discovers a version that is being removed), then its payload.
+What is kept: counted from the version LATEST serves (not from the newest
+manifest: a publisher killed between its manifest and LATEST leaves a newer,
+unserved version), the ``keep_versions`` newest versions up to and including
+the served one, every committed version newer than it (LATEST may still move
+there), and for each of them its whole lineage back to its keyframe, so a
+worker at any retained version, or at none, can still reach the newest one.
+The version LATEST names is never deleted. Everything else goes, manifest
+first (so no reader discovers a version that is being removed), then its payload.
 
 What else is collected: payload objects that no manifest references (a
 publish that crashed before its manifest, or lost the race for its version)
@@ -18,12 +22,12 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..errors import UsageError
 from ..fetch.chain import lineage, safe_lookup
 from ..fetch.subscriber import Subscriber
-from ..format import layout
+from ..format import latest, layout
 from ..format.manifest import Manifest
 from ..store import ObjectStore
+from ..units import require_int, require_non_negative
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,8 @@ class RetentionPolicy:
     grace_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if self.keep_versions < 1:
-            raise UsageError(f"keep_versions must be >= 1, got {self.keep_versions}")
-        if self.grace_s < 0:
-            raise UsageError(f"grace_s must be >= 0, got {self.grace_s}")
+        require_int("keep_versions", self.keep_versions)
+        require_non_negative("grace_s", self.grace_s)
 
 
 @dataclass
@@ -50,14 +52,32 @@ class GcReport:
 
 
 def retained(
-    versions: Iterable[int], lookup: Callable[[int], Manifest], keep_versions: int
+    versions: Iterable[int],
+    lookup: Callable[[int], Manifest],
+    keep_versions: int,
+    served: int | None = None,
 ) -> set[int]:
-    """The newest ``keep_versions`` versions plus every version their chains need."""
-    newest = sorted(versions)[-keep_versions:]
+    """The versions to keep, and every version their chains need.
+
+    ``served``: the version LATEST names (None: unknown, count from the newest).
+    """
+    ordered = sorted(versions)
+    if served is None:
+        roots = ordered[-keep_versions:]
+    else:
+        at_or_below = [v for v in ordered if v <= served]
+        roots = at_or_below[-keep_versions:] + [v for v in ordered if v > served]
     keep: set[int] = set()
-    for v in newest:
+    for v in roots:
         keep.update(m.version for m in lineage(lookup(v), safe_lookup(lookup)))
     return keep
+
+
+def _served(store: ObjectStore) -> int | None:
+    """LATEST's version, or None when there is none or it is corrupt (gc then counts
+    from the newest manifest, as readers cannot be served from a corrupt pointer)."""
+    version, _ = latest.committed_version(store)
+    return None if version < 0 else version
 
 
 def collect(
@@ -74,7 +94,12 @@ def collect(
     with Subscriber(store) as sub:
         versions = sub.versions()
         manifests = {v: sub.manifest(v) for v in versions}
-    keep = retained(versions, manifests.__getitem__, policy.keep_versions) if versions else set()
+    served = _served(store)
+    keep = (
+        retained(versions, manifests.__getitem__, policy.keep_versions, served)
+        if versions
+        else set()
+    )
     report.kept_versions = sorted(keep)
     report.deleted_versions = sorted(set(versions) - keep)
     referenced = {m.payload_key(r.key) for m in manifests.values() for r in m.objects}

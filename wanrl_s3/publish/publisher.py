@@ -45,7 +45,7 @@ from ..errors import (
 from ..format import dtypes, hashing, latest, layout
 from ..format.manifest import Manifest, ObjectRef, TensorEntry
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
-from ..store import ObjectStore
+from ..store import ObjectStore, get_or_none
 from .payload import PayloadWriter
 
 DELTA_MODES = ("auto", "never", "always")
@@ -368,6 +368,8 @@ class Publisher:
             try:
                 store.put_bytes(layout.manifest_key(manifest.version), data, if_none_match=True)
             except PreconditionFailedError as exc:
+                if _is_ours(store, manifest.version, data, writer.publish_id):
+                    continue  # our create went through; its response was lost and the retry saw it
                 writer.delete_objects(self.stores[i:])
                 done = ", ".join(s.url for s in self.stores[:i])
                 raise VersionConflictError(
@@ -379,6 +381,18 @@ class Publisher:
                         else "this publish changed nothing"
                     )
                 ) from exc
+
+
+def _is_ours(store: ObjectStore, version: int, data: bytes, publish_id: str) -> bool:
+    """Whether the manifest stored for ``version`` is the one this publish sent.
+
+    A conditional create whose response was lost is retried and then fails its
+    precondition against itself; reading back what is stored tells a success from
+    a lost race. A stored manifest that names our payload (our random publish id)
+    is ours in every way that matters: its payload must not be deleted.
+    """
+    blob = get_or_none(store, layout.manifest_key(version))
+    return blob is not None and (blob.data == data or f'"{publish_id}/'.encode() in blob.data)
 
 
 def _hold(arr: np.ndarray, reuse: np.ndarray | None) -> np.ndarray:
