@@ -23,15 +23,15 @@ def valid() -> dict[str, Any]:
         TensorEntry("b", "F32", (2,), H, "raw", (Segment("p/000000.bin", 16, 8),), H),
     )
     m = Manifest(
-        "run-1",
-        7,
-        1_700_000_000.5,
-        "full",
-        entries,
-        (ObjectRef("p/000000.bin", 24),),
-        None,
-        7,
-        {"step": "70"},
+        run_id="run-1",
+        version=7,
+        created_at_s=1_700_000_000.5,
+        kind="full",
+        tensors=entries,
+        objects=(ObjectRef("p/000000.bin", 24),),
+        base_version=None,
+        keyframe_version=7,
+        metadata={"step": "70"},
     )
     return m.to_dict()
 

@@ -80,7 +80,7 @@ class TensorEntry:
         return sum(s.length for s in self.segments)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Manifest:
     run_id: str
     version: int

@@ -77,7 +77,7 @@ class PublishConfig:
             raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PublishResult:
     version: int
     kind: str
@@ -117,15 +117,15 @@ class _Draft:
     def manifest(self, run_id: str, version: int, metadata: Mapping[str, str]) -> Manifest:
         base = self.base
         return Manifest(
-            run_id,
-            version,
-            time.time(),
-            "full" if base is None else "delta",
-            tuple(self.entries),
-            self.objects,
-            None if base is None else base.version,
-            version if base is None else base.keyframe_version,
-            dict(metadata),
+            run_id=run_id,
+            version=version,
+            created_at_s=time.time(),
+            kind="full" if base is None else "delta",
+            tensors=tuple(self.entries),
+            objects=self.objects,
+            base_version=None if base is None else base.version,
+            keyframe_version=version if base is None else base.keyframe_version,
+            metadata=dict(metadata),
         )
 
 
@@ -221,15 +221,15 @@ class Publisher:
                 held,
             )
         return PublishResult(
-            manifest.version,
-            manifest.kind,
-            manifest.base_version,
-            manifest.raw_bytes,
-            manifest.stored_bytes,
-            len(manifest.tensors),
-            time.monotonic() - start,
-            moved,
-            manifest.density,
+            version=manifest.version,
+            kind=manifest.kind,
+            base_version=manifest.base_version,
+            raw_bytes=manifest.raw_bytes,
+            stored_bytes=manifest.stored_bytes,
+            tensors=len(manifest.tensors),
+            seconds=time.monotonic() - start,
+            latest_moved=moved,
+            density=manifest.density,
         )
 
     @property
