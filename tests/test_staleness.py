@@ -271,7 +271,7 @@ def test_config_refuses_what_no_force_can_fix(staleness: object) -> None:
 
 
 def test_config_warns_outside_the_stable_envelope_citing_the_page() -> None:
-    with pytest.warns(StalenessEnvelopeWarning, match=r"S <= 6.*policy-dissemination\.md"):
+    with pytest.warns(StalenessEnvelopeWarning, match=r"S <= 6.*sizing-and-cost\.md"):
         config = StalenessConfig(MAX_STABLE_STALENESS + 1)
     assert config.kappa == MAX_STABLE_STALENESS
     assert stability_warning(MAX_STABLE_STALENESS) is None

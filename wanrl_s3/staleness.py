@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from .errors import UsageError
+from .units import require_int
 
 T = TypeVar("T")
 
@@ -43,7 +44,7 @@ MAX_STABLE_STALENESS = 6
 MIN_FORCED_STALENESS = 2
 
 #: Where the rule and the envelope come from, quoted in messages.
-REFERENCE_PAGE = "policy-dissemination.md, 'How to maintain it: budgets, scoring, and faults'"
+REFERENCE_PAGE = "docs/sizing-and-cost.md, 'When the plan is infeasible'"
 
 #: Metric names, stable across runs (dashboards and verl's metrics key on them).
 METRIC_PREFIX = "staleness/"
@@ -65,21 +66,14 @@ class QueueLike(Protocol):
 # --- pure helpers, shared with the planner ------------------------------------------------
 
 
-def _require_int(name: str, value: object, minimum: int) -> int:
-    """Versions and budgets are integers; bools and floats are refused by name."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
 def kappa_for_staleness(staleness: int) -> int:
     """Publication interval for a budget: ``kappa = S - 1`` (at least 1)."""
-    return _require_int("staleness", staleness, MIN_FORCED_STALENESS) - 1
+    return require_int("staleness", staleness, MIN_FORCED_STALENESS) - 1
 
 
 def staleness_for_kappa(kappa: int) -> int:
     """Budget for a publication interval: ``S = kappa + 1``."""
-    return _require_int("kappa", kappa, MIN_FORCED_STALENESS - 1) + 1
+    return require_int("kappa", kappa, MIN_FORCED_STALENESS - 1) + 1
 
 
 def stability_warning(staleness: int) -> str | None:
@@ -98,7 +92,7 @@ def check_staleness(staleness: int, *, force: bool, fix: str = "pass force=True"
 
     ``fix`` names how the caller overrides it (an argument here, a flag in the CLI).
     """
-    staleness = _require_int("staleness", staleness, MIN_FORCED_STALENESS)
+    staleness = require_int("staleness", staleness, MIN_FORCED_STALENESS)
     if staleness < MIN_STALENESS and not force:
         raise UsageError(
             f"staleness {staleness} gives kappa {staleness - 1} < 2; the published rule "
@@ -117,11 +111,11 @@ def oldest_version(tag: int | Sequence[int]) -> int:
     if type(tag) is int and tag >= 0:  # the common case, ahead of the general checks
         return tag
     if isinstance(tag, int) and not isinstance(tag, bool):
-        return _require_int("version", tag, 0)
+        return require_int("version", tag, 0)
     if isinstance(tag, Sequence) and not isinstance(tag, (str, bytes)):
         if not tag:
             raise UsageError("version sequence is empty; tag the item with the versions it used")
-        return min(_require_int("version", v, 0) for v in tag)
+        return min(require_int("version", v, 0) for v in tag)
     raise UsageError(
         f"version tag must be an int or a sequence of ints, got {type(tag).__name__}: {tag!r}"
     )
@@ -233,7 +227,7 @@ class StalenessFilter(Generic[T]):
         self._version_of = version_of
         self._sentinel = sentinel
         self._lock = threading.Lock()
-        self._learner_version = _require_int("learner_version", learner_version, 0)
+        self._learner_version = require_int("learner_version", learner_version, 0)
         self._reset_counters()
         self._pending = 0
 
@@ -260,7 +254,7 @@ class StalenessFilter(Generic[T]):
 
     def advance(self, learner_version: int) -> None:
         """Move the learner to ``learner_version``; it never moves backwards."""
-        _require_int("learner_version", learner_version, 0)
+        require_int("learner_version", learner_version, 0)
         with self._lock:
             if learner_version < self._learner_version:
                 raise UsageError(
