@@ -71,3 +71,17 @@ def test_an_empty_store_has_nothing_to_resume() -> None:
     assert resume(Publisher(store, CONFIG)) is None
     with Subscriber(store) as sub:
         assert resume_point(sub) is None
+
+
+def test_the_first_signed_publication_is_a_keyframe(store: ObjectStore) -> None:
+    """Turning signing on in a running store must not trap readers that require it."""
+    from wanrl_s3.format.signing import Signer, Verifier, generate_keypair
+
+    v2 = _two_versions(store)  # unsigned
+    private, public = generate_keypair()
+    signed = Publisher(store, CONFIG, signer=Signer(private))
+    assert resume(signed) is not None
+    result = signed.publish(nudge_state(v2, 0.01, seed=3), 3)
+    assert result.kind == "full"
+    with Subscriber(store, verifier=Verifier([public])) as sub:
+        assert sub.fetch("latest").version == 3  # no unsigned version on the way

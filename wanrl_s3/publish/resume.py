@@ -14,12 +14,15 @@ only place on the trainer side where data flows back from a store.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import UsageError
 from ..fetch.chain import lineage, safe_lookup
 from ..fetch.subscriber import Snapshot, Subscriber
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from ..format.signing import Verifier
@@ -65,8 +68,9 @@ def resume(
 
     ``base``: a local copy of that version (a pulled file), checked against its
     manifest instead of downloading it; it must hold the newest version. Returns
-    None (and adopts nothing) when the store is empty. Every adopted byte is
-    verified against the manifest's hashes first.
+    None (and adopts nothing) when the store is empty. A publisher that signs
+    adopts no unsigned base, so its first publication is a keyframe. Every
+    adopted byte is verified against the manifest's hashes first.
     """
     with Subscriber(publisher.store, verifier=verifier) as sub:
         point = resume_point(sub)
@@ -74,6 +78,13 @@ def resume(
             if base is not None:
                 raise UsageError(f"the store {publisher.store.url} has no versions yet to resume")
             return None
+        if publisher.signer is not None and sub.manifest(point.version).signature is None:
+            log.info(
+                "v%d is not signed: the first signed publication goes out as a keyframe, "
+                "so that readers that require signatures never need an unsigned base",
+                point.version,
+            )
+            return point
         if base is not None and base.version != point.version:
             raise UsageError(
                 f"the local copy holds v{base.version} but the newest version is "
