@@ -23,7 +23,14 @@ from typing import Any
 import numpy as np
 
 from ..codec import bridge as codec_bridge
-from ..errors import FetchCancelled, NotFoundError, UsageError, VerificationError, WanrlError
+from ..errors import (
+    FetchCancelled,
+    ManifestError,
+    NotFoundError,
+    UsageError,
+    VerificationError,
+    WanrlError,
+)
 from ..format import dtypes, hashing, layout
 from ..format import latest as latest_pointer
 from ..format.latest import Latest
@@ -87,6 +94,10 @@ class Subscriber:
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
         self._manifests: OrderedDict[int, Manifest] = OrderedDict()
         self._cache_size = manifest_cache
+        # The integrity chain: manifest digests pinned by a delta's manifest (firm: manifests
+        # are immutable) and by the newest LATEST read (replaced by the next one).
+        self._pins: dict[int, str] = {}
+        self._latest_pin: tuple[int, str] | None = None
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -101,11 +112,40 @@ class Subscriber:
 
     # -- finding versions -------------------------------------------------------
     def latest(self) -> Latest | None:
-        return latest_pointer.read(self.store)
+        return self._pin_latest(latest_pointer.read(self.store))
 
     def poll_latest(self, etag: str | None) -> tuple[Latest, str] | None:
         """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged)."""
-        return latest_pointer.poll(self.store, etag)
+        found = latest_pointer.poll(self.store, etag)
+        if found is not None:
+            self._pin_latest(found[0])
+        return found
+
+    def _pin_latest(self, pointer: Latest | None) -> Latest | None:
+        if pointer is not None and pointer.manifest_hash is not None:
+            with self._lock:
+                self._latest_pin = (pointer.version, pointer.manifest_hash)
+        return pointer
+
+    def _check_pins(self, m: Manifest) -> None:
+        """Refuse a manifest whose digest is not the one LATEST or the next delta names.
+
+        Hashes cover tensor bytes; this covers the rest of each entry (name, dtype,
+        shape) and the lineage: an edited manifest, or a delta made for another base,
+        breaks the chain from LATEST down.
+        """
+        with self._lock:
+            pinned = self._pins.get(m.version)
+            if self._latest_pin is not None and self._latest_pin[0] == m.version:
+                pinned = pinned or self._latest_pin[1]
+        if pinned is not None and pinned != m.digest:
+            raise ManifestError(
+                f"manifest of version {m.version} at {self.store.url} is not the one its "
+                "successor or LATEST names (edited, or from another run)"
+            )
+        if m.base_version is not None and m.base_manifest_hash is not None:
+            with self._lock:
+                self._pins.setdefault(m.base_version, m.base_manifest_hash)
 
     def resolve(self, version: int | str | None) -> int:
         if version is None or version == "latest":
@@ -134,7 +174,9 @@ class Subscriber:
             cached = self._manifests.get(version)
             if cached is not None:
                 self._manifests.move_to_end(version)
-                return cached
+        if cached is not None:
+            self._check_pins(cached)
+            return cached
         try:
             data = self.store.get_bytes(layout.manifest_key(version))
         except NotFoundError:
@@ -142,6 +184,7 @@ class Subscriber:
         m = Manifest.from_json(data, expect_version=version)
         if self.verifier is not None:
             self.verifier.verify(m)
+        self._check_pins(m)
         with self._lock:
             self._manifests[version] = m
             while len(self._manifests) > self._cache_size:

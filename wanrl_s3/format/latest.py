@@ -26,7 +26,16 @@ from dataclasses import dataclass
 from ..errors import ManifestError, NotFoundError, PreconditionFailedError, StoreError
 from ..store import ObjectStore, compare_and_swap, get_or_none
 from . import layout
-from .manifest import KINDS, RUN_ID_RE, Fields, Manifest, format_iso, load_bounded_json, parse_iso
+from .manifest import (
+    DIGEST_RE,
+    KINDS,
+    RUN_ID_RE,
+    Fields,
+    Manifest,
+    format_iso,
+    load_bounded_json,
+    parse_iso,
+)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +51,7 @@ _FIELDS = (
     "keyframe_version",
     "manifest",
     "published_at",
+    "manifest_hash",
 )
 
 
@@ -54,6 +64,7 @@ class Latest:
     kind: str
     keyframe_version: int
     published_at_s: float
+    manifest_hash: str | None = None  # the named manifest's digest (absent in older stores)
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -66,6 +77,7 @@ class Latest:
                 "keyframe_version": self.keyframe_version,
                 "manifest": layout.manifest_key(self.version),
                 "published_at": format_iso(self.published_at_s),
+                **({"manifest_hash": self.manifest_hash} if self.manifest_hash else {}),
             }
         ).encode()
 
@@ -89,6 +101,11 @@ class Latest:
             kind=f.get_str("kind", choices=KINDS),
             keyframe_version=keyframe,
             published_at_s=published,
+            manifest_hash=(
+                None
+                if f.raw.get("manifest_hash") is None
+                else f.get_str("manifest_hash", DIGEST_RE, max_len=64)
+            ),
         )
 
     @classmethod
@@ -100,6 +117,7 @@ class Latest:
             kind=manifest.kind,
             keyframe_version=manifest.keyframe_version or manifest.version,
             published_at_s=time.time() if published_at_s is None else published_at_s,
+            manifest_hash=manifest.digest,
         )
 
 

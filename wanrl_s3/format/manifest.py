@@ -92,6 +92,8 @@ class Manifest:
     keyframe_version: int | None = None
     metadata: Mapping[str, str] = field(default_factory=dict)
     signature: Mapping[str, str] | None = None
+    # delta only: the digest of the base version's manifest (the integrity chain)
+    base_manifest_hash: str | None = None
     # The canonical bytes of the manifest as it was read, what its signature covers.
     read_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
@@ -139,6 +141,7 @@ class Manifest:
             "base_version": self.base_version,
             "keyframe_version": self.keyframe_version,
             "hash_algorithm": hashing.ALGORITHM,
+            **({"base_manifest_hash": self.base_manifest_hash} if self.base_manifest_hash else {}),
             "metadata": dict(self.metadata),
             "objects": [{"key": o.key, "size": o.size} for o in self.objects],
             "tensors": [_tensor_dict(t) for t in self.tensors],
@@ -154,6 +157,11 @@ class Manifest:
         formatting round trip can break a signature); else made from the fields.
         """
         return self.read_bytes or _canonical(self.to_dict(with_signature=False))
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """BLAKE3 of :meth:`signing_bytes`: what LATEST and the next delta's manifest pin."""
+        return hashing.digest(self.signing_bytes())
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1).encode()
@@ -308,6 +316,7 @@ class Fields:
 
 _TOP_FIELDS = (
     "format",
+    "base_manifest_hash",
     "schema_version",
     "run_id",
     "version",
@@ -376,7 +385,20 @@ def _parse_manifest(f: Fields) -> Manifest:
         keyframe_version=keyframe,
         metadata=_parse_str_map(f, "metadata") or {},
         signature=_parse_str_map(f, "signature"),
+        base_manifest_hash=_parse_digest(f, "base_manifest_hash", kind == "delta"),
     )
+
+
+DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _parse_digest(f: Fields, name: str, allowed: bool) -> str | None:
+    """An optional BLAKE3 hex digest field (absent in manifests written before it existed)."""
+    if f.raw.get(name) is None:
+        return None
+    if not allowed:
+        raise f.fail(name, "is only allowed in a delta manifest")
+    return f.get_str(name, DIGEST_RE, max_len=64)
 
 
 def _parse_lineage(f: Fields, version: int, kind: str) -> tuple[int | None, int]:

@@ -103,6 +103,7 @@ class _Base:
     since_keyframe: int
     bits: dict[str, np.ndarray] = field(default_factory=dict)
     borrowed: bool = False  # read-only bits (a file's memory map): used once, never updated
+    manifest_hash: str | None = None  # the base manifest's digest, pinned by the next delta
 
 
 @dataclass
@@ -126,6 +127,7 @@ class _Draft:
             base_version=None if base is None else base.version,
             keyframe_version=version if base is None else base.keyframe_version,
             metadata=dict(metadata),
+            base_manifest_hash=None if base is None else base.manifest_hash,
         )
 
 
@@ -165,17 +167,24 @@ class Publisher:
         keyframe_version: int,
         since_keyframe: int,
         borrow: bool = False,
+        manifest_hash: str | None = None,
     ) -> None:
         """Start from an already published version (the caller has verified ``tensors``).
 
         A restarted trainer, or a one-shot CLI publish, uses this to send a delta
         instead of a keyframe. With ``borrow`` the arrays are read but never
         written (a memory-mapped file); the publisher then forgets them after
-        one publish.
+        one publish. ``manifest_hash``: the adopted version's manifest digest, which
+        the next delta's manifest pins (see :attr:`Manifest.digest`).
         """
         bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
         self._base = _Base(
-            layout.check_version(version), keyframe_version, since_keyframe, bits, borrowed=borrow
+            layout.check_version(version),
+            keyframe_version,
+            since_keyframe,
+            bits,
+            borrowed=borrow,
+            manifest_hash=manifest_hash,
         )
 
     def publish(
@@ -219,6 +228,7 @@ class Publisher:
                 manifest.keyframe_version or version,
                 0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
                 held,
+                manifest_hash=manifest.digest,
             )
         return PublishResult(
             version=manifest.version,

@@ -37,6 +37,7 @@ class ResumePoint:
     keyframe_version: int
     since_keyframe: int  # deltas between ``keyframe_version`` and ``version``
     run_id: str
+    manifest_hash: str  # the newest manifest's digest, which the next delta pins
 
     @property
     def next_version(self) -> int:
@@ -55,6 +56,7 @@ def resume_point(sub: Subscriber) -> ResumePoint | None:
         keyframe_version=manifest.keyframe_version or manifest.version,
         since_keyframe=len(lineage(manifest, safe_lookup(sub.manifest))) - 1,
         run_id=manifest.run_id,
+        manifest_hash=manifest.digest,
     )
 
 
@@ -101,6 +103,7 @@ def resume(
         keyframe_version=point.keyframe_version,
         since_keyframe=min(point.since_keyframe, publisher.config.keyframe_every),
         borrow=base is not None,
+        manifest_hash=point.manifest_hash,
     )
     return point
 

@@ -1,0 +1,73 @@
+"""The integrity chain: LATEST pins the newest manifest, each delta pins its base's.
+
+Tensor hashes cover bytes only; without the chain, an edit of a tensor's name,
+dtype or shape in a manifest, or a delta made for another base, would install
+silently when signatures are off.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from wanrl_s3.errors import ManifestError
+from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.format import layout
+from wanrl_s3.publish.publisher import PublishConfig, Publisher
+from wanrl_s3.store import ObjectStore, open_store
+from wanrl_s3.testing.synthetic import nudge_state
+
+CONFIG = PublishConfig(delta="always", keyframe_every=10)
+
+
+def _run(store: ObjectStore, seed: int, versions: int = 3) -> None:
+    rng = np.random.default_rng(seed)
+    state = {n: rng.standard_normal(4096).astype(ml_dtypes.bfloat16) for n in ("a", "b")}
+    pub = Publisher(store, CONFIG, run_id=f"run-{seed}")
+    for v in range(1, versions + 1):
+        pub.publish(state, v)
+        state = nudge_state(state, 0.02, seed=seed * 100 + v)
+
+
+def _edit_manifest(store: ObjectStore, version: int, edit) -> None:  # type: ignore[no-untyped-def]
+    key = layout.manifest_key(version)
+    d = json.loads(store.get_bytes(key))
+    edit(d)
+    store.delete([key])
+    store.put_bytes(key, json.dumps(d).encode())
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["tensors"][0].update(name="renamed"),
+        lambda d: d["tensors"][0].update(dtype="F16"),
+        lambda d: d["tensors"][0].update(shape=[64, 64]),
+        lambda d: d["metadata"].update(step="999"),
+    ],
+    ids=["name", "dtype", "shape", "metadata"],
+)
+@pytest.mark.parametrize("version", [3, 1], ids=["newest", "base-of-the-chain"])
+def test_an_edited_manifest_never_installs(edit, version: int) -> None:  # type: ignore[no-untyped-def]
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    _run(store, seed=1)
+    with Subscriber(store) as sub:
+        assert sub.fetch("latest").version == 3  # the untouched run installs
+    _edit_manifest(store, version, edit)
+    with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
+        sub.fetch("latest")
+
+
+def test_a_delta_made_for_another_base_is_refused() -> None:
+    """Mix and match: run 2's v2 delta (its base is run 2's v1) put in run 1's store."""
+    ours, theirs = (open_store(f"memory://{uuid.uuid4().hex}") for _ in range(2))
+    _run(ours, seed=1, versions=1)
+    _run(theirs, seed=2, versions=2)
+    for info in theirs.list(layout.version_dir(2)):
+        ours.put_bytes(info.key, theirs.get_bytes(info.key))
+    with Subscriber(ours) as sub, pytest.raises(ManifestError, match="is not the one"):
+        sub.fetch(2)
