@@ -12,7 +12,7 @@ Exit codes (also documented in the README):
 0    success
 1    an unexpected internal error (a bug: please report it)
 2    bad usage or input (flags, files, a version that does not exist)
-3    verification failure (hash mismatch, malformed or unsigned manifest)
+3    verification failure (hash mismatch, malformed or unsigned manifest, bad status object)
 4    version conflict (the version exists, or LATEST is newer)
 5    infeasible plan (the planner's feasibility gate)
 6    the store could not be reached or failed an I/O request
@@ -52,6 +52,15 @@ class VerificationError(WanrlError, ValueError):
 
 class ManifestError(VerificationError):
     """A manifest (or LATEST pointer) is malformed; the message names the field."""
+
+
+class WorkerStatusError(VerificationError):
+    """A worker's status object is malformed, or is not a status object at all.
+
+    Not a usage error: the reader passed nothing wrong, the bytes a worker (or
+    something else) wrote under ``workers/`` are bad. Readers of the whole fleet
+    skip such an object so that one broken worker cannot hide the others.
+    """
 
 
 class SignatureError(VerificationError):
@@ -117,4 +126,5 @@ __all__ = [
     "VerificationError",
     "VersionConflictError",
     "WanrlError",
+    "WorkerStatusError",
 ]
