@@ -98,6 +98,7 @@ class Subscriber:
         # are immutable) and by the newest LATEST read (replaced by the next one).
         self._pins: dict[int, str] = {}
         self._latest_pin: tuple[int, str] | None = None
+        self._newest_seen = -1  # the newest LATEST version read: LATEST never moves back
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -122,8 +123,24 @@ class Subscriber:
         return found
 
     def _pin_latest(self, pointer: Latest | None) -> Latest | None:
-        if pointer is not None and pointer.manifest_hash is not None:
-            with self._lock:
+        """Check a LATEST before anyone follows it, and pin the manifest it names.
+
+        With a verifier, the pointer must be signed, valid and unexpired. Always, it
+        must not move backwards from the newest one this reader has seen: a rollback
+        is refused (the reader keeps what it has) until a newer version appears.
+        """
+        if pointer is None:
+            return None
+        if self.verifier is not None:
+            latest_pointer.check_signed(pointer, self.verifier)
+        with self._lock:
+            if pointer.version < self._newest_seen:
+                raise VerificationError(
+                    f"LATEST at {self.store.url} moved backwards from v{self._newest_seen} "
+                    f"to v{pointer.version}: a rollback, not followed"
+                )
+            self._newest_seen = pointer.version
+            if pointer.manifest_hash is not None:
                 self._latest_pin = (pointer.version, pointer.manifest_hash)
         return pointer
 

@@ -14,6 +14,10 @@ touches it goes through here, so there is one policy:
   pointer, are the truth. Refusing would freeze the run until a person deleted it.
 - A compare-and-swap whose response was lost is resolved by reading LATEST back:
   if it names the version being committed, by the same run, the move succeeded.
+- A publisher that signs also signs LATEST, with an expiry (``expires_at``): a
+  reader that requires signatures refuses an unsigned, forged or expired pointer
+  (:func:`check_signed`), so whoever can write the bucket can neither roll the
+  fleet back to an older signed version for long nor freeze it unseen.
 """
 
 from __future__ import annotations
@@ -21,9 +25,17 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
-from ..errors import ManifestError, NotFoundError, PreconditionFailedError, StoreError
+from ..errors import (
+    ManifestError,
+    NotFoundError,
+    PreconditionFailedError,
+    SignatureError,
+    StoreError,
+)
 from ..store import ObjectStore, compare_and_swap, get_or_none
 from . import layout
 from .manifest import (
@@ -32,10 +44,15 @@ from .manifest import (
     RUN_ID_RE,
     Fields,
     Manifest,
+    canonical_json,
     format_iso,
     load_bounded_json,
     parse_iso,
+    parse_signature,
 )
+
+if TYPE_CHECKING:
+    from .signing import Signer, Verifier
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +69,8 @@ _FIELDS = (
     "manifest",
     "published_at",
     "manifest_hash",
+    "expires_at",
+    "signature",
 )
 
 
@@ -65,21 +84,39 @@ class Latest:
     keyframe_version: int
     published_at_s: float
     manifest_hash: str | None = None  # the named manifest's digest (absent in older stores)
+    expires_at_s: float | None = None  # signed pointers only: refuse it after this time
+    signature: Mapping[str, str] | None = None
+
+    def signing_bytes(self) -> bytes:
+        """The canonical pointer without its signature: what the signature covers."""
+        return canonical_json(self._body())
+
+    def signed(self, signer: Signer) -> Latest:
+        return replace(self, signature=signer.sign(self.signing_bytes()))
 
     def to_json(self) -> bytes:
-        return json.dumps(
-            {
-                "format": LATEST_FORMAT,
-                "schema_version": SCHEMA_VERSION,
-                "version": self.version,
-                "run_id": self.run_id,
-                "kind": self.kind,
-                "keyframe_version": self.keyframe_version,
-                "manifest": layout.manifest_key(self.version),
-                "published_at": format_iso(self.published_at_s),
-                **({"manifest_hash": self.manifest_hash} if self.manifest_hash else {}),
-            }
-        ).encode()
+        body = self._body()
+        if self.signature is not None:
+            body["signature"] = dict(self.signature)
+        return json.dumps(body).encode()
+
+    def _body(self) -> dict[str, Any]:
+        return {
+            "format": LATEST_FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "version": self.version,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "keyframe_version": self.keyframe_version,
+            "manifest": layout.manifest_key(self.version),
+            "published_at": format_iso(self.published_at_s),
+            **({"manifest_hash": self.manifest_hash} if self.manifest_hash else {}),
+            **(
+                {"expires_at": format_iso(self.expires_at_s)}
+                if self.expires_at_s is not None
+                else {}
+            ),
+        }
 
     @classmethod
     def from_json(cls, data: bytes) -> Latest:
@@ -91,10 +128,8 @@ class Latest:
         keyframe = f.get_int("keyframe_version", 0, layout.MAX_VERSION)
         if f.get("manifest") != layout.manifest_key(version):
             raise f.fail("manifest", f"must be {layout.manifest_key(version)!r}")
-        try:
-            published = parse_iso(f.get_str("published_at", max_len=40))
-        except ValueError:
-            raise f.fail("published_at", "must be an ISO-8601 UTC time") from None
+        published = _time(f, "published_at")
+        expires = None if f.raw.get("expires_at") is None else _time(f, "expires_at")
         return cls(
             version=version,
             run_id=f.get_str("run_id", RUN_ID_RE),
@@ -106,18 +141,48 @@ class Latest:
                 if f.raw.get("manifest_hash") is None
                 else f.get_str("manifest_hash", DIGEST_RE, max_len=64)
             ),
+            expires_at_s=expires,
+            signature=parse_signature(f),
         )
 
     @classmethod
-    def of(cls, manifest: Manifest, published_at_s: float | None = None) -> Latest:
-        """The pointer that names ``manifest``."""
+    def of(
+        cls,
+        manifest: Manifest,
+        published_at_s: float | None = None,
+        expires_in_s: float | None = None,
+    ) -> Latest:
+        """The pointer that names ``manifest`` (unsigned; see :meth:`signed`)."""
+        now_s = time.time() if published_at_s is None else published_at_s
         return cls(
             version=manifest.version,
             run_id=manifest.run_id,
             kind=manifest.kind,
             keyframe_version=manifest.keyframe_version or manifest.version,
-            published_at_s=time.time() if published_at_s is None else published_at_s,
+            published_at_s=now_s,
             manifest_hash=manifest.digest,
+            expires_at_s=None if expires_in_s is None else now_s + expires_in_s,
+        )
+
+
+def _time(f: Fields, name: str) -> float:
+    try:
+        return parse_iso(f.get_str(name, max_len=40))
+    except ValueError:
+        raise f.fail(name, "must be an ISO-8601 UTC time") from None
+
+
+def check_signed(pointer: Latest, verifier: Verifier, now_s: float | None = None) -> None:
+    """Refuse an unsigned, forged or expired LATEST (SignatureError, exit 3)."""
+    verifier.verify_bytes(
+        pointer.signing_bytes(), pointer.signature, f"LATEST (v{pointer.version})"
+    )
+    now_s = time.time() if now_s is None else now_s
+    if pointer.expires_at_s is not None and now_s > pointer.expires_at_s:
+        raise SignatureError(
+            f"LATEST (v{pointer.version}) expired {now_s - pointer.expires_at_s:,.0f} s ago: "
+            "no fresher signed pointer was published; the publisher has stopped, or an old "
+            "LATEST is being replayed (pass --version N to pull a version by number)"
         )
 
 
@@ -161,13 +226,20 @@ def committed_version(store: ObjectStore) -> tuple[int, str | None]:
         return -1, blob.etag
 
 
-def advance(store: ObjectStore, manifest: Manifest, attempts: int = 20) -> bool:
+def advance(
+    store: ObjectStore,
+    manifest: Manifest,
+    attempts: int = 20,
+    *,
+    pointer: Latest | None = None,
+) -> bool:
     """Compare-and-swap LATEST forwards to ``manifest``'s version; True if it now names it.
 
     False if LATEST already points past it, or at it for another run (it never
-    moves backwards). The publisher and the relay both commit through this.
+    moves backwards). The publisher and the relay both commit through this;
+    ``pointer`` is the (signed) pointer to write, by default an unsigned one.
     """
-    pointer = Latest.of(manifest)
+    pointer = pointer or Latest.of(manifest)
     for _ in range(attempts):
         current, etag = committed_version(store)
         if current > manifest.version:
@@ -197,6 +269,7 @@ __all__ = [
     "LATEST_FORMAT",
     "Latest",
     "advance",
+    "check_signed",
     "committed_version",
     "poll",
     "read",

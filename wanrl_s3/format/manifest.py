@@ -156,7 +156,7 @@ class Manifest:
         For a manifest that was read, exactly what was stored (so no float or
         formatting round trip can break a signature); else made from the fields.
         """
-        return self.read_bytes or _canonical(self.to_dict(with_signature=False))
+        return self.read_bytes or canonical_json(self.to_dict(with_signature=False))
 
     @functools.cached_property
     def digest(self) -> str:
@@ -176,7 +176,7 @@ class Manifest:
         raw = load_bounded_json(data, where, MAX_MANIFEST_BYTES)
         manifest = _parse_manifest(Fields(raw, where))
         unsigned = {k: v for k, v in raw.items() if k != "signature"}
-        manifest = replace(manifest, read_bytes=_canonical(unsigned))
+        manifest = replace(manifest, read_bytes=canonical_json(unsigned))
         if expect_version is not None and manifest.version != expect_version:
             raise ManifestError(
                 f"{where}: field 'version' is {manifest.version}, but the "
@@ -189,7 +189,8 @@ class Manifest:
         return Manifest.from_json(self.to_json(), expect_version=self.version)
 
 
-def _canonical(d: Mapping[str, Any]) -> bytes:
+def canonical_json(d: Mapping[str, Any]) -> bytes:
+    """Sorted keys, no whitespace: the bytes a signature or a digest covers."""
     return json.dumps(d, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -384,7 +385,7 @@ def _parse_manifest(f: Fields) -> Manifest:
         base_version=base,
         keyframe_version=keyframe,
         metadata=_parse_str_map(f, "metadata") or {},
-        signature=_parse_str_map(f, "signature"),
+        signature=parse_signature(f),
         base_manifest_hash=_parse_digest(f, "base_manifest_hash", kind == "delta"),
     )
 
@@ -434,6 +435,23 @@ def _parse_str_map(f: Fields, name: str) -> dict[str, str] | None:
     ):
         raise f.fail(name, "must be an object of at most 256 short string values")
     return dict(v)
+
+
+SIGNATURE_FIELDS = ("alg", "key_id", "value")
+
+
+def parse_signature(f: Fields) -> dict[str, str] | None:
+    """The optional ``signature`` object: exactly alg, key_id and value, short strings."""
+    sig = _parse_str_map(f, "signature")
+    if sig is not None and set(sig) != set(SIGNATURE_FIELDS):
+        unknown = sorted(set(sig) - set(SIGNATURE_FIELDS))
+        raise f.fail(
+            "signature",
+            f"has unknown field {unknown[0]!r}"
+            if unknown
+            else f"must have the fields {', '.join(SIGNATURE_FIELDS)}",
+        )
+    return sig
 
 
 def _parse_objects(f: Fields) -> dict[str, ObjectRef]:

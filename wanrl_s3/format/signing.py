@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import base64
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ class Signer:
 
 
 class Verifier:
-    """Accepts manifests signed by any of the given public keys; refuses all others."""
+    """Accepts manifests (and LATEST) signed by any of the given keys; refuses all others."""
 
     def __init__(self, public_pems: Iterable[bytes]) -> None:
         serialization, ed25519 = _crypto()
@@ -102,11 +102,25 @@ class Verifier:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Verifier:
-        return cls([_read(path, "public key")])
+        """One public key, or a keyring: several PEM public keys in one file.
+
+        Several keys are how a key is rotated: trust old and new while versions
+        signed by both are retained; revoking a key is removing it from the file.
+        """
+        data = _read(path, "public key")
+        pems = [b"-----BEGIN" + part for part in data.split(b"-----BEGIN")[1:]]
+        if not pems:
+            raise UsageError(f"{path} holds no PEM public key (wanrl-s3 keygen makes one)")
+        return cls(pems)
 
     def verify(self, manifest: Manifest) -> None:
-        sig = manifest.signature
-        where = f"version {manifest.version}"
+        """Refuse ``manifest`` unless one of the trusted keys signed it."""
+        self.verify_bytes(
+            manifest.signing_bytes(), manifest.signature, f"version {manifest.version}"
+        )
+
+    def verify_bytes(self, data: bytes, sig: Mapping[str, str] | None, where: str) -> None:
+        """Refuse ``data`` unless ``sig`` is a valid signature of it by a trusted key."""
         if not sig:
             raise SignatureError(f"{where} is not signed, and signatures are required")
         if sig.get("alg") != ALG:
@@ -115,8 +129,6 @@ class Verifier:
         if key is None:
             raise SignatureError(f"{where} is signed by unknown key {sig.get('key_id')!r}")
         try:
-            key.verify(
-                base64.b64decode(sig.get("value", ""), validate=True), manifest.signing_bytes()
-            )
+            key.verify(base64.b64decode(sig.get("value", ""), validate=True), data)
         except Exception as exc:  # InvalidSignature, or undecodable base64
             raise SignatureError(f"{where} has a forged or corrupt signature") from exc

@@ -63,6 +63,10 @@ class PublishConfig:
     part_bytes: int = 16 * MiB
     concurrency: int = 16
     zstd_level: int = 3
+    # With a signer, LATEST is signed and expires this long after each publication:
+    # readers that require signatures refuse it after, so a frozen or replayed pointer
+    # is seen. Set it well above kappa * T_train. None: the pointer never expires.
+    latest_expiry_s: float | None = 7 * 24 * 3600.0
 
     def __post_init__(self) -> None:
         if self.delta not in DELTA_MODES:
@@ -75,6 +79,11 @@ class PublishConfig:
             raise UsageError(f"object_bytes must be >= 1, got {self.object_bytes}")
         if self.concurrency < 1:
             raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.latest_expiry_s is not None and not 0 < self.latest_expiry_s < float("inf"):
+            raise UsageError(
+                f"latest_expiry_s must be a positive number of seconds or None, "
+                f"got {self.latest_expiry_s}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -221,7 +230,8 @@ class Publisher:
                 manifest = draft.manifest(self.run_id, version, metadata or {})
         manifest = self._sign(manifest.validate())
         self._commit_manifest(manifest, draft.writer)
-        moved = all([latest.advance(store, manifest) for store in self.stores])
+        pointer = self._pointer(manifest)
+        moved = all([latest.advance(store, manifest, pointer=pointer) for store in self.stores])
         if held is not None:
             self._base = _Base(
                 version,
@@ -364,6 +374,14 @@ class Publisher:
         return (
             self.config.delta == "auto"
             and manifest.stored_bytes > self.config.max_delta_fraction * manifest.raw_bytes
+        )
+
+    def _pointer(self, manifest: Manifest) -> latest.Latest:
+        """LATEST for ``manifest``: signed, and expiring, when this publisher signs."""
+        if self.signer is None:
+            return latest.Latest.of(manifest)
+        return latest.Latest.of(manifest, expires_in_s=self.config.latest_expiry_s).signed(
+            self.signer
         )
 
     def _sign(self, manifest: Manifest) -> Manifest:

@@ -93,6 +93,7 @@ class Relay:
         self._slots = threading.Semaphore(n + 2)  # streamed parts held in memory, all copies
         self._etag: str | None = None
         self._target: int | None = None  # the primary's LATEST version
+        self._pointer: latest.Latest | None = None  # and the pointer itself, signed or not
         self._synced: dict[str, int] = {}  # per replica: the version its LATEST was moved to
         self._present: dict[str, set[int]] = {name: set() for name in self.replicas}
         self._manifests: dict[int, tuple[bytes, Manifest]] = {}
@@ -137,7 +138,8 @@ class Relay:
         try:
             changed = latest.poll(self.source, self._etag)
             if changed is not None:
-                self._target, self._etag = changed[0].version, changed[1]
+                self._pointer, self._etag = changed
+                self._target = self._pointer.version
         except WanrlError as exc:
             log.error("primary %s: cannot read LATEST: %s", self.source.url, exc)
             raise
@@ -164,7 +166,8 @@ class Relay:
             for m in chain:
                 if not self._has(name, replica, m.version):
                     done.append(self._copy_version(name, replica, m))
-            moved = latest.advance(replica, chain[-1])
+            # the primary's own pointer, so a signed LATEST stays signed in every region
+            moved = latest.advance(replica, chain[-1], pointer=self._pointer)
             log.info(
                 "%s: LATEST %s v%d", name, "moved to" if moved else "already at or past", target
             )
