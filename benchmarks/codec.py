@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/codec.py [--params 550e6] [--densities 0.5,1,2,5]
                                          [--repeat 3] [--threads N] [--adam-lr 3e-6]
 
-A bf16 policy of --params parameters in a LLaMA-like layout (synthetic.dims_for_params).
+A bf16 policy of --params parameters in a LLaMA-like layout (wanrl_s3.testing.dims_for_params).
 For each density, every tensor gets exactly that fraction of its values moved by one
-ulp (synthetic.nudge_state: the XOR words of real small updates), and the snapshot is
+ulp (wanrl_s3.testing.nudge_state: the XOR words of real small updates), and the snapshot is
 encoded and decoded tensor by tensor, as the publisher and subscriber do. Columns:
 
   bits/chg  payload bits per changed element; bound: the empirical entropy bound,
@@ -16,7 +16,7 @@ encoded and decoded tensor by tensor, as the publisher and subscriber do. Column
   decode    into a separate buffer (a copy of the base plus the XOR); in-place: XOR only
   memcpy    np.copyto of the same arrays in the same run, right before; x: ratio to it
 
---adam-lr adds a row for one realistic Adam step (synthetic.SyntheticPolicy, 12 bytes per
+--adam-lr adds a row for one realistic Adam step (wanrl_s3.testing.SyntheticPolicy, 12 bytes per
 parameter of extra memory). Every decode is checked bit for bit.
 """
 
@@ -33,11 +33,25 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wanrl_s3.codec import DeltaPayload, decode_delta, encode_delta
-from wanrl_s3.codec.delta import binary_entropy, order0_entropy
-from wanrl_s3.testing import synthetic
+from wanrl_s3.codec import (
+    DeltaPayload,
+    binary_entropy,
+    decode_delta,
+    encode_delta,
+    order0_entropy,
+)
+from wanrl_s3.testing import (
+    AdamConfig,
+    SyntheticPolicy,
+    dims_for_params,
+    llama_like_layout,
+    nudge_state,
+    param_count,
+    random_bf16_state,
+)
 
 Bits = dict[str, np.ndarray]
+Layout = list[tuple[str, tuple[int, ...]]]  # (name, shape) per tensor: llama_like_layout's
 
 
 @dataclass(frozen=True)
@@ -120,9 +134,9 @@ def as_bits(state: dict[str, np.ndarray]) -> Bits:
     return {k: v.view(np.uint16) for k, v in state.items()}
 
 
-def adam_version(layout: synthetic.Layout, lr: float) -> tuple[Bits, Bits]:
+def adam_version(layout: Layout, lr: float) -> tuple[Bits, Bits]:
     """Two consecutive published versions of a SyntheticPolicy (a few warm-up steps first)."""
-    policy = synthetic.SyntheticPolicy(layout, seed=0, adam=synthetic.AdamConfig(lr=lr))
+    policy = SyntheticPolicy(layout, seed=0, adam=AdamConfig(lr=lr))
     policy.step(3)
     before = as_bits(policy.bf16_state())
     policy.step()
@@ -139,20 +153,20 @@ def main() -> None:
     args = ap.parse_args()
     densities = [float(d) / 100 for d in args.densities.split(",") if d.strip()]
 
-    layout = synthetic.llama_like_layout(synthetic.dims_for_params(int(args.params)))
+    layout = llama_like_layout(dims_for_params(int(args.params)))
     start = time.perf_counter()
-    base = as_bits(synthetic.random_bf16_state(layout, seed=0))
+    base = as_bits(random_bf16_state(layout, seed=0))
     out = {k: np.empty_like(v) for k, v in base.items()}
     snapshot_bytes = sum(a.nbytes for a in base.values())
-    print(f"# {synthetic.param_count(layout):,} bf16 parameters in {len(layout)} tensors "
+    print(f"# {param_count(layout):,} bf16 parameters in {len(layout)} tensors "
           f"({snapshot_bytes / 1e9:.2f} GB), threads={args.threads or 'cores'}, "
           f"best of {args.repeat}; set-up {time.perf_counter() - start:.0f} s; "
           f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")  # fmt: skip
     print("      label  changed%  bits/chg   bound   over   %snap   encode GB/s    "
           "decode GB/s    in-place  memcpy")  # fmt: skip
     for density in densities:
-        new = as_bits(synthetic.nudge_state({k: v.view("bfloat16") for k, v in base.items()},
-                                            density, seed=1))  # fmt: skip
+        new = as_bits(nudge_state({k: v.view("bfloat16") for k, v in base.items()},
+                                  density, seed=1))  # fmt: skip
         row = measure(f"{100 * density:g}%", base, new, out, args.repeat, args.threads)
         print_row(row, snapshot_bytes)
         del new

@@ -22,11 +22,16 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from wanrl_s3.fetch.subscriber import Subscriber
-from wanrl_s3.fetch.watch import WatchConfig, Watcher
-from wanrl_s3.fleet.status import fleet_report, read_statuses
-from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.store import open_store
+from wanrl_s3 import (
+    PublishConfig,
+    Publisher,
+    Subscriber,
+    WatchConfig,
+    Watcher,
+    fleet_report,
+    open_store,
+    read_statuses,
+)
 from wanrl_s3.testing import local_s3, make_bucket, worker_command
 
 S3_GET_USD_PER_1000 = 0.0004  # AWS S3 Standard GET, us-east-1 (wanrl_s3/cost/prices.json)

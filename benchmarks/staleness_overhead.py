@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from wanrl_s3.staleness import StalenessConfig, StalenessFilter, Tagged
+from wanrl_s3 import StalenessConfig, StalenessFilter, Tagged
 
 
 def through(

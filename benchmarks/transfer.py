@@ -25,11 +25,15 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 
-from wanrl_s3.fetch.files import pull_to_file
-from wanrl_s3.fetch.subscriber import Subscriber
-from wanrl_s3.io.safetensors_file import SafetensorsFile, write_file
-from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.store import open_store
+from wanrl_s3 import (
+    PublishConfig,
+    Publisher,
+    SafetensorsFile,
+    Subscriber,
+    open_store,
+    pull_to_file,
+    write_file,
+)
 from wanrl_s3.testing import local_s3, make_bucket
 
 MiB = 2**20

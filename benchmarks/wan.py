@@ -44,11 +44,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from transfer import make_snapshot  # benchmarks/ is on sys.path[0]
 
-from wanrl_s3.format import layout
-from wanrl_s3.io.safetensors_file import SafetensorsFile
-from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.store import open_store
-from wanrl_s3.testing import local_s3, make_bucket, synthetic
+from wanrl_s3 import PublishConfig, Publisher, SafetensorsFile, open_store
+from wanrl_s3.testing import local_s3, make_bucket, nudge_state
 
 PREFIX = "wan"
 CHUNK = 1 << 16
@@ -195,7 +192,7 @@ def publish_pair(endpoint: str, mib: float, density: float, work: Path) -> tuple
     src = work / "v1.src.safetensors"
     make_snapshot(src, mib / 1024)
     v1 = dict(SafetensorsFile(src).items())
-    v2 = synthetic.nudge_state(v1, density, seed=1)
+    v2 = nudge_state(v1, density, seed=1)
     store = open_store(f"s3://{make_bucket(endpoint, 'bench')}/{PREFIX}", endpoint_url=endpoint)
     publisher = Publisher(store, PublishConfig(delta="always"))
     full, delta = publisher.publish(v1, 1), publisher.publish(v2, 2)
@@ -214,7 +211,7 @@ def pull_s(link: Link, endpoint: str, version: int, out: Path, *extra: str) -> f
 def s5cmd_s(link: Link, endpoint: str, version: int, out: Path) -> float:
     """s5cmd copying version ``version``'s objects (payload and manifest) inside the namespace."""
     s5cmd = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
-    remote = f"s3://bench/{PREFIX}/{layout.version_dir(version)}/*"
+    remote = f"s3://bench/{PREFIX}/v/{version:012d}/*"  # a version's folder, docs/format.md
     start = time.perf_counter()
     link.run(s5cmd, "--endpoint-url", endpoint, "cp", remote, f"{out}/")
     seconds = time.perf_counter() - start

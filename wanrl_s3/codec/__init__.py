@@ -1,5 +1,10 @@
 """Codecs: bit-exact sparse deltas between versions of a tensor.
 
+``binary_entropy`` and ``order0_entropy`` give the entropy bound a delta payload
+is measured against (positions ``N*H(n/N)`` bits, values the order-0 entropy of
+the XOR words; docs/delta-format.md): the encoder itself uses them to give up
+on dense changes, and benchmarks report how far above the bound it lands.
+
 The numpy functions import with the core. The torch ones (``encode_delta_torch``,
 ``decode_delta_torch``) are loaded on first use, so importing this package never
 imports torch.
@@ -9,7 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .delta import DeltaHeader, DeltaPayload, decode_delta, encode_delta, read_header
+from .delta import (
+    DeltaHeader,
+    DeltaPayload,
+    binary_entropy,
+    decode_delta,
+    encode_delta,
+    order0_entropy,
+    read_header,
+)
 
 if TYPE_CHECKING:
     from .torch_delta import decode_delta_torch, encode_delta_torch
@@ -28,9 +41,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "DeltaHeader",
     "DeltaPayload",
+    "binary_entropy",
     "decode_delta",
     "decode_delta_torch",
     "encode_delta",
     "encode_delta_torch",
+    "order0_entropy",
     "read_header",
 ]

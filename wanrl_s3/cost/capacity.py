@@ -18,27 +18,7 @@ from dataclasses import dataclass
 
 from ..errors import InfeasiblePlanError, UsageError
 from ..staleness import MIN_STALENESS, check_staleness, kappa_for_staleness, stability_warning
-
-
-def require_positive(name: str, value: float) -> float:
-    """Reject zero, negative, NaN and infinite inputs with one line naming the field."""
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def require_non_negative(name: str, value: float) -> float:
-    """Like :func:`require_positive` but admits zero (a broadcast can be free)."""
-    if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-        raise UsageError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def require_count(name: str, value: int, minimum: int = 1) -> int:
-    """Counts (workers, steps, batch) are integers, not floats that happen to be whole."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
+from ..units import require_int, require_non_negative, require_positive
 
 
 def require_gamma(gamma: float) -> float:
@@ -62,7 +42,7 @@ class StalenessBudget:
     warning: str | None = None
 
     def __post_init__(self) -> None:
-        require_count("staleness", self.staleness, minimum=2)
+        require_int("staleness", self.staleness, minimum=2)
         if self.kappa != self.staleness - 1:
             raise UsageError(
                 f"kappa must be staleness - 1 = {self.staleness - 1}, got {self.kappa}"
@@ -81,7 +61,7 @@ def staleness_budget(
     if staleness is not None and kappa is not None:
         raise UsageError("give either staleness or kappa, not both (kappa = staleness - 1)")
     if kappa is not None:
-        staleness = require_count("kappa", kappa) + 1
+        staleness = require_int("kappa", kappa) + 1
     staleness = check_staleness(
         MIN_STALENESS if staleness is None else staleness, force=force, fix="pass --force"
     )
@@ -95,7 +75,7 @@ def staleness_budget(
 def _check_inputs(t_train_s: float, t_bcast_s: float, kappa: int) -> None:
     require_positive("t_train_s", t_train_s)
     require_non_negative("t_bcast_s", t_bcast_s)
-    require_count("kappa", kappa)
+    require_int("kappa", kappa)
 
 
 def is_feasible(t_train_s: float, t_bcast_s: float, kappa: int) -> bool:
@@ -122,7 +102,7 @@ def required_pool_rollouts_per_s(
     t_train_s: float, t_bcast_s: float, kappa: int, batch: int
 ) -> float:
     """Aggregate rollouts/s the active pool must sustain (kappa * batch over the slack)."""
-    require_count("batch", batch)
+    require_int("batch", batch)
     return kappa * batch / slack_s(t_train_s, t_bcast_s, kappa)
 
 
@@ -155,7 +135,7 @@ def bubble_ratio(
     Infeasible inputs are allowed here; they simply report a large bubble.
     """
     _check_inputs(t_train_s, t_bcast_s, kappa)
-    require_count("batch", batch)
+    require_int("batch", batch)
     require_positive("pool_rollouts_per_s", pool_rollouts_per_s)
     window_s = kappa * t_train_s
     if t_bcast_s < window_s and pool_rollouts_per_s >= kappa * batch / (window_s - t_bcast_s):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields
 
-from .capacity import require_count, require_non_negative, require_positive
+from ..units import require_int, require_non_negative, require_positive
 from .prices import EgressTier, StoragePrices
 
 #: Cloud billing months are 730 hours.
@@ -76,7 +76,7 @@ def upload_traffic(
     and pays inter-region for the rest; a trainer elsewhere pays its own egress
     for every copy it sends, which is one copy when the provider replicates.
     """
-    require_count("regions", regions)
+    require_int("regions", regions)
     extra_copies = regions - 1
     if trainer_in_storage_cloud:
         sent_gb, crossed_gb = 0.0, payload_gb * extra_copies
@@ -90,22 +90,22 @@ def upload_traffic(
 
 def download_traffic(payload_gb: float, chunk_mb: float, workers: int) -> Traffic:
     """Every worker fetches every chunk, the manifest and the pointer from its region."""
-    require_count("workers", workers)
+    require_int("workers", workers)
     gets = workers * (chunk_count(payload_gb, chunk_mb) + OBJECTS_PER_VERSION)
     return Traffic(storage_egress_gb=payload_gb * workers, get_requests=gets)
 
 
 def polling_traffic(workers: int, period_s: float, poll_interval_s: float) -> Traffic:
     """GETs of LATEST between publications: cheap, but not free, and easy to forget."""
-    require_count("workers", workers)
+    require_int("workers", workers)
     require_positive("poll_interval_s", poll_interval_s)
     return Traffic(get_requests=workers * require_positive("period_s", period_s) / poll_interval_s)
 
 
 def push_traffic(payload_gb: float, trainer_copies: int, relay_copies: int) -> Traffic:
     """Star or chain: copies the trainer sends itself, and copies workers relay."""
-    require_count("trainer_copies", trainer_copies)
-    require_count("relay_copies", relay_copies, minimum=0)
+    require_int("trainer_copies", trainer_copies)
+    require_int("relay_copies", relay_copies, minimum=0)
     return Traffic(
         trainer_egress_gb=payload_gb * trainer_copies, relay_egress_gb=payload_gb * relay_copies
     )

@@ -7,12 +7,11 @@ largest affordable fleet), not price ratios.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InfeasiblePlanError, UsageError
-from .capacity import require_count, require_positive
+from ..units import require_int, require_non_negative, require_positive
 
 #: A fleet: GPU model name -> how many of it.
 Fleet = Mapping[str, int]
@@ -25,7 +24,7 @@ def hourly_usd(fleet: Fleet, usd_per_hour: Mapping[str, float]) -> float:
         if gpu not in usd_per_hour:
             known = ", ".join(sorted(usd_per_hour))
             raise UsageError(f"unknown GPU {gpu!r}; known: {known}")
-        total += usd_per_hour[gpu] * require_count(f"count of {gpu}", count, minimum=0)
+        total += usd_per_hour[gpu] * require_int(f"count of {gpu}", count, minimum=0)
     return total
 
 
@@ -73,8 +72,7 @@ class WorkerOffer:
     rollouts_per_s: float
 
     def __post_init__(self) -> None:
-        if self.usd_per_hour < 0 or not math.isfinite(self.usd_per_hour):
-            raise UsageError(f"worker {self.name!r}: usd_per_hour must be >= 0")
+        require_non_negative(f"worker {self.name!r} usd_per_hour", self.usd_per_hour)
         require_positive(f"worker {self.name!r} rollouts_per_s", self.rollouts_per_s)
 
     @property

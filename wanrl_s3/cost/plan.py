@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import InfeasiblePlanError, UsageError
 from ..staleness import MAX_STABLE_STALENESS, MIN_STALENESS
+from ..units import require_int, require_non_negative, require_positive
 from . import capacity as cap
 from . import egress, topology
 from .gpu import hourly_usd
@@ -68,22 +69,22 @@ class PlanInputs:
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
         for name in ("t_train_s", "worker_rollouts_per_s", "downlink_mbps", "uplink_mbps"):
-            cap.require_positive(name, getattr(self, name))
+            require_positive(name, getattr(self, name))
         for name in ("chunk_mb", "poll_interval_s"):
-            cap.require_positive(name, getattr(self, name))
+            require_positive(name, getattr(self, name))
         for name in ("batch", "regions", "steps", "keyframe_every", "retained_versions"):
-            cap.require_count(name, getattr(self, name))
-        cap.require_non_negative("replication_lag_s", self.replication_lag_s)
-        cap.require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
+            require_int(name, getattr(self, name))
+        require_non_negative("replication_lag_s", self.replication_lag_s)
+        require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
         if self.upload_mbps is not None:
-            cap.require_positive("upload_mbps", self.upload_mbps)
+            require_positive("upload_mbps", self.upload_mbps)
         if self.workers is not None:
-            cap.require_count("workers", self.workers)
+            require_int("workers", self.workers)
         if self.t_bcast_s is not None:
-            cap.require_non_negative("t_bcast_s", self.t_bcast_s)
+            require_non_negative("t_bcast_s", self.t_bcast_s)
         cap.require_gamma(self.gamma)
         for gpu, count in self.trainer_gpus:
-            cap.require_count(f"trainer GPU count of {gpu}", count)
+            require_int(f"trainer GPU count of {gpu}", count)
         cap.staleness_budget(staleness=self.staleness, force=self.force)
 
     @property

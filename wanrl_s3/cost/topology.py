@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from ..errors import UsageError
-from .capacity import require_count, require_non_negative, require_positive
+from ..units import require_int, require_non_negative, require_positive
 
 #: Megabits in one decimal gigabyte.
 MEGABITS_PER_GB = 8000.0
@@ -68,7 +68,7 @@ def star_limited_s(
 ) -> float:
     """Trainer pushes to all N at once; each worker gets min(Bw, B0 / N)."""
     require_positive("uplink_mbps", uplink_mbps)
-    require_count("workers", workers)
+    require_int("workers", workers)
     return transfer_s(payload_gb, min(downlink_mbps, uplink_mbps / workers))
 
 
@@ -91,7 +91,7 @@ def chain_pipelined_s(
     A chunk larger than the payload cannot exist, so the fill uses the smaller
     of the two; that keeps tiny deltas from paying for a phantom 64 MB chunk.
     """
-    require_count("workers", workers)
+    require_int("workers", workers)
     require_positive("chunk_mb", chunk_mb)
     depth = math.ceil(workers / chain_count(uplink_mbps, downlink_mbps))
     chunk_gb = min(chunk_mb / MB_PER_GB, payload_gb)
@@ -113,7 +113,7 @@ def object_storage_s(
     The fleet size does not appear: the bucket, not the trainer, carries the
     fan-out, which is the whole reason to use one.
     """
-    require_count("regions", regions)
+    require_int("regions", regions)
     require_non_negative("replication_lag_s", replication_lag_s)
     copies = 1 if replicate else regions
     lag_s = replication_lag_s if replicate and regions > 1 else 0.0

@@ -19,16 +19,18 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import ManifestError, UsageError
+from ..errors import NotFoundError, UsageError, WorkerStatusError
 from ..fetch.watch import InstallResult
 from ..format import layout
 from ..store import ObjectStore
 
 STATUS_FORMAT = "wanrl-s3/worker-status"
 HISTORY = 64
+READ_THREADS = 8  # status objects are small: a fleet's worth is latency-bound GETs
 
 
 @dataclass(frozen=True)
@@ -72,22 +74,27 @@ class WorkerStatus:
 
     @classmethod
     def from_json(cls, data: bytes) -> WorkerStatus:
+        """Parse a status object; fields this class does not know come back in ``extra``.
+
+        Raises :class:`WorkerStatusError` for bytes that are not a status object.
+        """
         try:
             d = json.loads(data)
             if d.get("format") != STATUS_FORMAT:
-                raise ValueError("not a worker status object")
+                raise ValueError(f"format is {d.get('format')!r}, not {STATUS_FORMAT!r}")
             return cls(
-                str(d["worker_id"]),
-                str(d.get("region", "")),
-                d.get("installed_version"),
-                float(d.get("updated_at_s", 0)),
-                tuple(d.get("installs", ())),
-                int(d.get("downloaded_bytes_total", 0)),
-                d.get("last_error"),
-                d.get("fallback"),
+                worker_id=str(d["worker_id"]),
+                region=str(d.get("region", "")),
+                installed_version=d.get("installed_version"),
+                updated_at_s=float(d.get("updated_at_s", 0)),
+                installs=tuple(d.get("installs", ())),
+                downloaded_bytes_total=int(d.get("downloaded_bytes_total", 0)),
+                last_error=d.get("last_error"),
+                fallback=d.get("fallback"),
+                extra={k: v for k, v in d.items() if k not in _OWN_KEYS},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ManifestError(f"malformed worker status: {exc}") from exc
+            raise WorkerStatusError(f"malformed worker status object: {exc}") from exc
 
     def installed_at(self, version: int) -> float | None:
         """When this worker first held ``version`` or a newer one, if it did."""
@@ -95,16 +102,26 @@ class WorkerStatus:
         return min(times) if times else None
 
 
+_OWN_KEYS = frozenset({"format"} | {f.name for f in fields(WorkerStatus)} - {"extra"})
+
+
 class StatusReporter:
-    """Writes one worker's status object; keeps its recent install history."""
+    """Writes one worker's status object; keeps its recent install history.
+
+    An integration that records more per worker (verl's step -> version map) passes
+    its fields as ``extra``: they are written with the status and kept in later
+    writes, and :func:`read_statuses` hands them back in ``WorkerStatus.extra``.
+    Every method writes once, synchronously; a failed write raises and the next
+    one carries the whole state again.
+    """
 
     def __init__(self, store: ObjectStore, worker_id: str, region: str = "") -> None:
         self.store = store
-        self.key = layout.worker_status_key(worker_id)
+        self.key = layout.worker_status_key(worker_id)  # checks the id
         self.status = WorkerStatus(worker_id, region)
 
-    def installed(self, result: InstallResult) -> None:
-        self._write(self.status.with_install(result))
+    def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
+        self._write(self.status.with_install(result), extra)
 
     def error(self, message: str) -> None:
         self._write(replace(self.status, last_error=message))
@@ -113,20 +130,40 @@ class StatusReporter:
         """Now reading from ``region``; ``fallback`` says why it is not the worker's own."""
         self._write(replace(self.status, region=region, fallback=fallback))
 
-    def _write(self, status: WorkerStatus) -> None:
+    def annotate(self, extra: Mapping[str, Any]) -> None:
+        """Write the status again with the integration's fields ``extra`` (replacing them)."""
+        self._write(self.status, extra)
+
+    def _write(self, status: WorkerStatus, extra: Mapping[str, Any] | None = None) -> None:
+        if extra is not None:
+            status = replace(status, extra=dict(extra))
         self.status = replace(status, updated_at_s=time.time())
         self.store.put_bytes(self.key, self.status.to_json())
 
 
-def read_statuses(store: ObjectStore) -> list[WorkerStatus]:
-    out = []
-    for info in store.list(layout.WORKERS_DIR + "/"):
-        if info.key.endswith(".json"):
-            try:
-                out.append(WorkerStatus.from_json(store.get_bytes(info.key)))
-            except ManifestError:
-                continue  # one broken status object must not hide the fleet
-    return sorted(out, key=lambda s: s.worker_id)
+def read_statuses(store: ObjectStore, *, worker_prefix: str = "") -> list[WorkerStatus]:
+    """The status objects of the workers whose id starts with ``worker_prefix``, by id.
+
+    Read in parallel (a fleet is hundreds of small GETs). An object that is not a
+    status object, or that was deleted between the listing and the read, is
+    skipped: one broken worker must not hide the fleet.
+    """
+    keys = [
+        info.key
+        for info in store.list(f"{layout.WORKERS_DIR}/{worker_prefix}")
+        if info.key.endswith(".json")
+    ]
+    workers = min(READ_THREADS, max(1, len(keys)))
+    with ThreadPoolExecutor(workers, thread_name_prefix="wanrl-status") as pool:
+        found = list(pool.map(lambda key: _read_status(store, key), keys))
+    return sorted((s for s in found if s is not None), key=lambda s: s.worker_id)
+
+
+def _read_status(store: ObjectStore, key: str) -> WorkerStatus | None:
+    try:
+        return WorkerStatus.from_json(store.get_bytes(key))
+    except (WorkerStatusError, NotFoundError):
+        return None
 
 
 @dataclass(frozen=True)

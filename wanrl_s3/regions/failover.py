@@ -20,10 +20,11 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..errors import UsageError, WanrlError
+from ..errors import WanrlError
 from ..fetch.subscriber import Subscriber
 from ..fetch.watch import Watcher
 from ..store import SYSTEM_CLOCK, Clock
+from ..units import require_int, require_positive
 from .config import RegionsConfig
 
 log = logging.getLogger(__name__)
@@ -35,16 +36,8 @@ class FailoverConfig:
     check_interval_s: float = 10.0
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.max_lag_versions, bool)
-            or not isinstance(self.max_lag_versions, int)
-            or self.max_lag_versions < 1
-        ):
-            raise UsageError(
-                f"max_lag_versions must be an integer >= 1, got {self.max_lag_versions!r}"
-            )
-        if self.check_interval_s <= 0:
-            raise UsageError(f"check_interval_s must be > 0, got {self.check_interval_s}")
+        require_int("max_lag_versions", self.max_lag_versions)
+        require_positive("check_interval_s", self.check_interval_s)
 
 
 class RegionFailover:

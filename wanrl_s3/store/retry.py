@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from ..errors import StoreError, TransientStoreError, UsageError
+from ..units import require_int
 
 T = TypeVar("T")
 
@@ -76,8 +77,7 @@ class RetryPolicy:
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.max_attempts < 1:
-            raise UsageError(f"RetryPolicy.max_attempts must be >= 1, got {self.max_attempts}")
+        require_int("RetryPolicy.max_attempts", self.max_attempts)
         if self.base_delay_s < 0 or self.max_delay_s < self.base_delay_s:
             raise UsageError("RetryPolicy delays must satisfy 0 <= base_delay_s <= max_delay_s")
 

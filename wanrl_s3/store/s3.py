@@ -29,6 +29,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..units import MiB
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
 
@@ -60,7 +61,7 @@ RETRYABLE_CODES = frozenset(
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
-_CHUNK_BYTES = 1 << 20  # per read: a dropped connection loses at most this much
+_CHUNK_BYTES = MiB  # per read: a dropped connection loses at most this much
 
 
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (

@@ -2,7 +2,10 @@
 
 - :func:`local_s3` starts moto's S3 server on a local address; :func:`make_bucket`
   makes a bucket on it; :data:`CREDENTIALS` are the placeholder keys it accepts.
-- :mod:`~wanrl_s3.testing.synthetic` builds LLaMA-shaped bf16 policies from a seed.
+- synthetic policies from a seed: :func:`llama_like_layout` (or :func:`dims_for_params`
+  for a size) lays out a LLaMA-shaped model, :func:`random_bf16_state` fills it,
+  :func:`nudge_state` moves a given fraction of its values, and :class:`SyntheticPolicy`
+  takes real Adam steps (:class:`AdamConfig`).
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
@@ -13,7 +16,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .endpoint import CREDENTIALS, free_port, local_s3, make_bucket, worker_command
-from .synthetic import llama_like_layout, nudge_state, param_count, random_bf16_state
+from .synthetic import (
+    AdamConfig,
+    LlamaDims,
+    SyntheticPolicy,
+    dims_for_params,
+    llama_like_layout,
+    nudge_state,
+    param_count,
+    random_bf16_state,
+)
 
 if TYPE_CHECKING:
     from .contract import StoreContract
@@ -29,7 +41,11 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CREDENTIALS",
+    "AdamConfig",
+    "LlamaDims",
     "StoreContract",
+    "SyntheticPolicy",
+    "dims_for_params",
     "free_port",
     "llama_like_layout",
     "local_s3",

@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import UsageError
+from ..units import require_int
 
 Layout = list[tuple[str, tuple[int, ...]]]
 
@@ -47,8 +48,7 @@ class LlamaDims:
 
     def __post_init__(self) -> None:
         for name in ("vocab", "hidden", "intermediate", "layers", "heads", "kv_heads"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"LlamaDims.{name} must be >= 1, got {getattr(self, name)}")
+            require_int(f"LlamaDims.{name}", getattr(self, name))
         if self.hidden % self.heads or self.heads % self.kv_heads:
             raise UsageError(
                 f"LlamaDims: hidden {self.hidden} must divide by heads {self.heads}, "
@@ -111,8 +111,7 @@ def dims_for_params(target: int, *, vocab: int = 32000, head_dim: int = 64) -> L
     to 64) and 4 query heads share each KV head. Below ~2 * vocab * 128
     parameters the embeddings alone overshoot.
     """
-    if target < 1:
-        raise UsageError(f"target parameter count must be >= 1, got {target}")
+    require_int("target parameter count", target)
 
     def dims(hidden: int, layers: int) -> LlamaDims:
         heads = hidden // head_dim
@@ -242,8 +241,7 @@ class SyntheticPolicy:
 
     def step(self, kappa: int = 1) -> None:
         """Take ``kappa`` optimiser steps (one publication period)."""
-        if kappa < 1:
-            raise UsageError(f"kappa must be >= 1, got {kappa}")
+        require_int("kappa", kappa)
         for _ in range(kappa):
             self.steps += 1
             for index, (name, _) in enumerate(self.layout):

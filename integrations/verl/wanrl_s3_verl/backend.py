@@ -32,12 +32,20 @@ from typing import Any
 import torch
 from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegistry
 
+from wanrl_s3 import (
+    InstallResult,
+    PublishConfig,
+    Publisher,
+    PublishResult,
+    Signer,
+    Snapshot,
+    Subscriber,
+    Verifier,
+    WatchConfig,
+    Watcher,
+    to_torch,
+)
 from wanrl_s3.errors import StoreError, UsageError, VersionConflictError
-from wanrl_s3.fetch.subscriber import Snapshot, Subscriber
-from wanrl_s3.fetch.watch import InstallResult, WatchConfig, Watcher
-from wanrl_s3.format.signing import Signer, Verifier
-from wanrl_s3.io.tensors import to_torch
-from wanrl_s3.publish.publisher import PublishConfig, Publisher, PublishResult
 
 from .clock import ClockTicker
 from .config import EngineSettings

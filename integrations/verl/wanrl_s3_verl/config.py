@@ -16,11 +16,15 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from wanrl_s3 import (
+    DELTA_MODES,
+    RegionsConfig,
+    StalenessConfig,
+    check_staleness,
+    check_worker_id,
+    load_regions,
+)
 from wanrl_s3.errors import UsageError
-from wanrl_s3.format import layout
-from wanrl_s3.publish.publisher import DELTA_MODES
-from wanrl_s3.regions.config import RegionsConfig, load_regions
-from wanrl_s3.staleness import StalenessConfig, check_staleness
 from wanrl_s3.store import ObjectStore, open_store
 
 from .versions import VersionMap
@@ -221,7 +225,7 @@ class EngineSettings(StoreSettings):
         self._float("wait_for_first_s", 0.0, strict=False)
         self._str("worker_id", required=True)
         try:
-            layout.check_worker_id(self.worker_id)
+            check_worker_id(self.worker_id)
         except UsageError as exc:
             raise UsageError(f"{self.KEY}.worker_id: {exc}") from exc
         self._str("signing_key")
@@ -232,7 +236,7 @@ class EngineSettings(StoreSettings):
         regions = self.regions_config()
         if regions is None:
             return self.open_store(), ""
-        from wanrl_s3.regions.probe import choose_region
+        from wanrl_s3 import choose_region  # probes the network: only on the rollout side
 
         try:
             choice = choose_region(regions, self.region)

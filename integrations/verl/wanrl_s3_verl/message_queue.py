@@ -35,8 +35,8 @@ from typing import Any
 import ray
 from verl.experimental.fully_async_policy.message_queue import MessageQueueClient
 
+from wanrl_s3 import StalenessFilter
 from wanrl_s3.errors import UsageError
-from wanrl_s3.staleness import StalenessFilter
 
 from .clock import CLOCK_NAME, find_clock
 from .config import QueueSettings

@@ -34,8 +34,8 @@ from typing import Any
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 
+from wanrl_s3 import StalenessFilter, is_admissible
 from wanrl_s3.errors import UsageError
-from wanrl_s3.staleness import StalenessFilter, is_admissible
 
 from .config import FilterSettings
 from .versions import face_value

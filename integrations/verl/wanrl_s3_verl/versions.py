@@ -18,18 +18,16 @@ trajectory older than the budget.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import partial
 
-from wanrl_s3.errors import ManifestError, UsageError, WanrlError
-from wanrl_s3.fetch.watch import InstallResult
-from wanrl_s3.fleet.status import STATUS_FORMAT, WorkerStatus
-from wanrl_s3.format import layout
+from wanrl_s3 import InstallResult, StatusReporter, WorkerStatus, read_statuses
+from wanrl_s3.errors import UsageError, WanrlError
 from wanrl_s3.store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -44,17 +42,16 @@ class StepStatusWriter:
     """A rollout engine's status object: the core's worker-status format plus ``steps``.
 
     ``steps`` maps each ``global_steps`` this engine synced at to the wanrl version it
-    held afterwards (``null``: none yet). The core's readers (``wanrl-s3 status``)
-    read the rest as usual and ignore the extra field. Writes go out in order on one
-    background thread, so a slow PUT never lengthens verl's weight-sync pause.
+    held afterwards (``null``: none yet), written as the core reporter's ``extra``
+    field. The core's readers (``wanrl-s3 status``) read the rest as usual. Writes go
+    out in order on one background thread, so a slow PUT never lengthens verl's
+    weight-sync pause.
     """
 
     def __init__(
         self, store: ObjectStore, worker_id: str, *, region: str = "", kept: int = STEPS_KEPT
     ) -> None:
-        self.store = store
-        self.key = layout.worker_status_key(worker_id)
-        self.status = WorkerStatus(worker_id, region)
+        self.reporter = StatusReporter(store, worker_id, region)  # checks the id
         self.steps: dict[int, int | None] = {}
         self._kept = kept
         self._lock = threading.Lock()
@@ -66,28 +63,28 @@ class StepStatusWriter:
     ) -> Future[None]:
         """Record that after sync ``global_steps`` this engine holds ``version``."""
         with self._lock:
-            s = self.status if installed is None else self.status.with_install(installed)
             self.steps[global_steps] = version
             while len(self.steps) > self._kept:
                 del self.steps[min(self.steps)]
-            return self._submit(s)
+            extra = {STEPS_FIELD: {str(k): v for k, v in sorted(self.steps.items())}}
+            if installed is None:
+                return self._submit(partial(self.reporter.annotate, extra))
+            return self._submit(partial(self.reporter.installed, installed, extra=extra))
 
     def error(self, message: str) -> Future[None]:
         with self._lock:
-            return self._submit(replace(self.status, last_error=message))
+            return self._submit(partial(self.reporter.error, message))
 
-    def _submit(self, status: WorkerStatus) -> Future[None]:
-        """Queue the write of ``status`` and the steps map; caller holds the lock."""
-        steps = {str(k): v for k, v in sorted(self.steps.items())}
-        self.status = replace(status, updated_at_s=time.time(), extra={STEPS_FIELD: steps})
-        self._last = self._writer.submit(self._put, self.status.to_json())
+    def _submit(self, write: Callable[[], None]) -> Future[None]:
+        """Queue one write of the reporter; caller holds the lock, so writes keep their order."""
+        self._last = self._writer.submit(self._put, write)
         return self._last
 
-    def _put(self, data: bytes) -> None:
+    def _put(self, write: Callable[[], None]) -> None:
         try:
-            self.store.put_bytes(self.key, data)
+            write()
         except WanrlError as exc:  # the next sync writes again; training must go on
-            log.warning("could not write the status object %s: %s", self.key, exc)
+            log.warning("could not write the status object %s: %s", self.reporter.key, exc)
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every queued write has been attempted."""
@@ -105,17 +102,16 @@ class WorkerSteps:
     steps: Mapping[int, int | None]
 
 
-def read_worker_steps(data: bytes) -> WorkerSteps:
-    """The steps map of one status object; ManifestError if it is malformed or has none."""
+def worker_steps(status: WorkerStatus) -> WorkerSteps | None:
+    """The steps map of one worker, or None: a plain ``wanrl-s3 worker``, or a malformed map."""
+    raw = status.extra.get(STEPS_FIELD)
+    if not isinstance(raw, Mapping):
+        return None
     try:
-        body = json.loads(data)
-        if body.get("format") != STATUS_FORMAT:
-            raise ValueError("not a worker status object")
-        raw = body[STEPS_FIELD]
         steps = {int(k): None if v is None else int(v) for k, v in raw.items()}
-        return WorkerSteps(str(body["worker_id"]), steps)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ManifestError(f"not a rollout engine's status object: {exc}") from exc
+    except (ValueError, TypeError):
+        return None
+    return WorkerSteps(status.worker_id, steps)
 
 
 class VersionMap:
@@ -162,25 +158,12 @@ class VersionMap:
 
     def refresh(self) -> None:
         """Re-read every rollout engine's status object now."""
-        prefix = f"{layout.WORKERS_DIR}/{self.worker_prefix}"
-        objects = [
-            (store, info.key)
+        statuses = [
+            status
             for store in self.stores
-            for info in store.list(prefix)
-            if info.key.endswith(".json")
+            for status in read_statuses(store, worker_prefix=self.worker_prefix)
         ]
-        with ThreadPoolExecutor(
-            min(8, max(1, len(objects))), thread_name_prefix="wanrl-map"
-        ) as pool:
-            blobs = list(pool.map(_get_or_none, objects))
-        workers = []
-        for data in blobs:
-            if data is None:
-                continue
-            try:
-                workers.append(read_worker_steps(data))
-            except ManifestError:
-                continue  # a plain `wanrl-s3 worker`, or a broken object: not a verl engine
+        workers = [w for w in map(worker_steps, statuses) if w is not None]
         with self._lock:
             self._workers = workers
             self._newest_step = max((s for w in workers for s in w.steps), default=None)
@@ -223,21 +206,13 @@ class VersionMap:
             self._warned = True
             log.warning(
                 "no rollout engine has recorded what it held at step %d (nor before) "
-                "in %s (%s/): counting such trajectories as version 0. Is the rollout "
-                "side using the wanrl_s3 checkpoint engine with this store?",
+                "in the worker status objects of %s: counting such trajectories as "
+                "version 0. Is the rollout side using the wanrl_s3 checkpoint engine "
+                "with this store?",
                 global_steps,
                 ", ".join(store.url for store in self.stores),
-                layout.WORKERS_DIR,
             )
         return 0
-
-
-def _get_or_none(where: tuple[ObjectStore, str]) -> bytes | None:
-    store, key = where
-    try:
-        return store.get_bytes(key)
-    except WanrlError:
-        return None  # deleted meanwhile, or unreadable: skip this worker
 
 
 def face_value(global_steps: int) -> int:
