@@ -1,7 +1,10 @@
 """``wanrl-s3 estimate``: size the fleet, time the broadcast and price it, before a run.
 
-Flags left unset fall back to what ``--from-verl-config`` says, then to the
-defaults below (the reference page's 8B operating point where it has one).
+Flags left unset fall back to the defaults below (the reference page's 8B
+operating point where it has one). A verl run's batch, length and parameter
+count come from its trainer YAML through the verl integration's
+``python -m wanrl_s3_verl.estimate RUN.yaml [these flags]``: the core knows no
+verl keys and needs no YAML parser.
 Errors are raised as :class:`~wanrl_s3.errors.WanrlError` subclasses; the
 top-level CLI turns them into one line and the class's exit code (2 for bad
 input, 5 for an infeasible plan).
@@ -64,7 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model and run")
-    g.add_argument("--from-verl-config", metavar="FILE", help="verl trainer YAML to read from")
+    g.add_argument("--from-verl-config", metavar="FILE", help=argparse.SUPPRESS)  # moved: verl
     g.add_argument("--params", type=parameter_count, metavar="N", help="8.2e9 or 8.2B")
     g.add_argument("--bytes-per-param", type=float, default=2.0, metavar="B", help="default 2")
     g.add_argument("--density", type=float, default=0.05, metavar="F", help="delta (default 0.05)")
@@ -127,31 +130,25 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
-    """Merge flags over the verl config over defaults, and validate the result."""
-    params, batch, steps = args.params, args.batch, args.steps
+    """Flags over defaults, validated."""
     if args.from_verl_config:
-        from ..cost.verl_config import read_verl_config
-
-        run = read_verl_config(args.from_verl_config)
-        batch = batch if batch is not None else run.batch
-        steps = steps if steps is not None else run.steps
-        if params is None and run.params is None:
-            raise UsageError(
-                f"{args.from_verl_config}: no local config.json under model path "
-                f"{run.model_path}; pass --params"
-            )
-        params = params if params is not None else run.params
-    for flag, value in (("--params", params), ("--t-train-s", args.t_train_s), ("--batch", batch)):
+        raise UsageError(
+            "--from-verl-config moved to the verl integration: "
+            f"python -m wanrl_s3_verl.estimate {args.from_verl_config} [the other flags]"
+        )
+    for flag, value in (
+        ("--params", args.params),
+        ("--t-train-s", args.t_train_s),
+        ("--batch", args.batch),
+    ):
         if value is None:
-            raise UsageError(
-                f"{flag} is required (or give --from-verl-config for params and batch)"
-            )
+            raise UsageError(f"{flag} is required")
     budget = cap.staleness_budget(staleness=args.staleness, kappa=args.kappa, force=args.force)
     return PlanInputs(
-        params=params,
+        params=args.params,
         t_train_s=args.t_train_s,
-        batch=batch,
-        steps=100 if steps is None else steps,
+        batch=args.batch,
+        steps=100 if args.steps is None else args.steps,
         staleness=budget.staleness,
         **{key: getattr(args, key) for key in _PASSTHROUGH},
     )

@@ -1,5 +1,7 @@
 """Read what the planner needs from a verl trainer config and the model's config.json.
 
+Used by ``python -m wanrl_s3_verl.estimate`` (:mod:`wanrl_s3_verl.estimate`); it lives
+in the adapter, not in the core, because it knows verl's config keys and needs PyYAML.
 Only plain values are read: a Hydra interpolation (``${...}``) cannot be
 resolved without the rest of the user's configuration, so it is reported by key
 instead of guessed. The parameter count is computed from the architecture of a
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from wanrl_s3.errors import UsageError
 
 _MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 
@@ -45,14 +47,17 @@ def _get(tree: Any, dotted: str, source: Path) -> Any:
     return node
 
 
+def _positive_int(value: Any, where: str) -> int:
+    """Counts and sizes are integers >= 1 (a bool or a float is a mistake in the file)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UsageError(f"{where} must be a positive integer, got {value!r}")
+    return value
+
+
 def _count(tree: Any, dotted: str, source: Path) -> int | None:
     """A positive integer at ``dotted``, or None where the config does not set it."""
     value = _get(tree, dotted, source)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{source}: {dotted} must be a positive integer, got {value!r}")
-    return value
+    return None if value is None else _positive_int(value, f"{source}: {dotted}")
 
 
 def _load_yaml(path: Path) -> Any:
@@ -60,7 +65,7 @@ def _load_yaml(path: Path) -> Any:
         import yaml  # type: ignore[import-untyped, unused-ignore]
     except ImportError as exc:
         raise UsageError(
-            "--from-verl-config needs PyYAML: pip install pyyaml (or pass the values as flags)"
+            "reading a verl config needs PyYAML: pip install pyyaml (or pass the values as flags)"
         ) from exc
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -117,10 +122,7 @@ def params_from_hf_config_file(path: str | Path) -> float:
 
 
 def _dim(config: Mapping[str, Any], key: str, source: str) -> int:
-    value = config.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"{source}: {key} must be a positive integer, got {value!r}")
-    return value
+    return _positive_int(config.get(key), f"{source}: {key}")
 
 
 def params_from_hf_config(config: Mapping[str, Any], source: str = "config.json") -> int:

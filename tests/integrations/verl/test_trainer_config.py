@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wanrl_s3.cost.verl_config import params_from_hf_config, read_verl_config
 from wanrl_s3.errors import UsageError
+from wanrl_s3_verl.trainer_config import params_from_hf_config, read_verl_config
 
 LLAMA_31_8B = {
     "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
