@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import FetchCancelled, NotFoundError, UsageError, WanrlError
 from ..format.latest import Latest
 from ..store import SYSTEM_CLOCK, Clock
+from ..units import require_positive
 from .node_share import NodeShare
 from .subscriber import Snapshot, Subscriber
 
@@ -51,12 +52,10 @@ class WatchConfig:
     share_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if self.poll_interval_s <= 0:
-            raise UsageError(f"poll_interval_s must be > 0, got {self.poll_interval_s}")
+        require_positive("poll_interval_s", self.poll_interval_s)
         if not 0 <= self.jitter_fraction < 1:
             raise UsageError(f"jitter_fraction must be in [0, 1), got {self.jitter_fraction}")
-        if self.visible_backoff_s <= 0:
-            raise UsageError(f"visible_backoff_s must be > 0, got {self.visible_backoff_s}")
+        require_positive("visible_backoff_s", self.visible_backoff_s)
 
     def next_wait_s(self, rng: random.Random) -> float:
         return self._jittered(self.poll_interval_s, rng)

@@ -12,9 +12,11 @@ import re
 
 import blake3
 
+from ..units import MiB
+
 ALGORITHM = "blake3"
 HEX_RE = re.compile(r"^[0-9a-f]{64}$")
-_THREADED_FROM_BYTES = 4 * 2**20  # below this, spawning hash threads costs more than it saves
+_THREADED_FROM_BYTES = 4 * MiB  # below this, spawning hash threads costs more than it saves
 
 
 def digest(data: bytes | bytearray | memoryview) -> str:

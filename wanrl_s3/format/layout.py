@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from ..errors import UsageError
+from ..units import require_int
 
 LATEST_KEY = "LATEST"
 VERSIONS_DIR = "v"
@@ -28,11 +29,10 @@ _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 def check_version(version: object, *, what: str = "version") -> int:
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise UsageError(f"{what} must be an integer, got {version!r}")
-    if not 0 <= version <= MAX_VERSION:
+    checked = require_int(what, version, 0)
+    if checked > MAX_VERSION:
         raise UsageError(f"{what} must be between 0 and {MAX_VERSION}, got {version}")
-    return version
+    return checked
 
 
 def version_dir(version: int) -> str:

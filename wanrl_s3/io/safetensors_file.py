@@ -25,8 +25,9 @@ import numpy as np
 
 from ..errors import UsageError
 from ..format import dtypes
+from ..units import MiB
 
-MAX_HEADER_BYTES = 100 * 2**20
+MAX_HEADER_BYTES = 100 * MiB
 _ALIGN = 8
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ..errors import NotFoundError, PreconditionFailedError, StoreError, UsageError
+from ..units import MiB
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
 
@@ -171,7 +172,7 @@ class LocalStore(ObjectStore):
             with os.fdopen(fd, "wb") as out:
                 for number, _ in sorted(parts):
                     with open(directory / f"{number:05d}.part", "rb") as part:
-                        shutil.copyfileobj(part, out, 16 * 2**20)
+                        shutil.copyfileobj(part, out, 16 * MiB)
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(name, path)

@@ -30,10 +30,11 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..units import MiB
 from .retry import RetryPolicy
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
-MIN_PART_BYTES = 5 * 2**20  # S3's floor for every part but the last
+MIN_PART_BYTES = 5 * MiB  # S3's floor for every part but the last
 
 
 def check_key(key: str, *, field_name: str = "key") -> str:
