@@ -45,9 +45,12 @@ def free_port(ip_address: str = "127.0.0.1") -> int:
 
 
 @contextmanager
-def local_s3(timeout_s: float = 60.0, ip_address: str = "127.0.0.1") -> Iterator[str]:
+def local_s3(
+    timeout_s: float = 60.0, ip_address: str = "127.0.0.1", port: int | None = None
+) -> Iterator[str]:
     """A moto S3 server on ``ip_address`` for the duration of the block; yields its endpoint URL.
 
+    ``port``: a fixed port (default: a free one).
     Sets placeholder AWS credentials in this process's environment if none are set.
     """
     try:
@@ -56,7 +59,7 @@ def local_s3(timeout_s: float = 60.0, ip_address: str = "127.0.0.1") -> Iterator
         raise UsageError("local_s3 needs moto: pip install 'moto[server]'") from exc
     for key, value in CREDENTIALS.items():
         os.environ.setdefault(key, value)
-    port = free_port(ip_address)
+    port = port or free_port(ip_address)
     proc = subprocess.Popen(
         [sys.executable, "-c", _SERVER, str(port), ip_address],
         stdin=subprocess.PIPE,

@@ -1,0 +1,98 @@
+"""``python -m wanrl_s3.testing``: a local S3 endpoint and synthetic policies, for trying
+wanrl-s3 on one machine with nothing else (docs/quickstart.md, "Try it on this machine").
+
+    python -m wanrl_s3.testing serve-s3 --port 9000 --bucket demo   # until Ctrl-C
+    python -m wanrl_s3.testing wait-s3 http://127.0.0.1:9000          # until it answers
+    python -m wanrl_s3.testing make-policy v1.safetensors --params 2e6
+    python -m wanrl_s3.testing make-policy v2.safetensors --next-of v1.safetensors
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from ..errors import UsageError, WanrlError
+from .endpoint import local_s3, make_bucket
+from .synthetic import dims_for_params, llama_like_layout, nudge_state, random_bf16_state
+
+
+def _serve(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with local_s3(port=args.port) as endpoint:
+        for bucket in args.bucket:
+            make_bucket(endpoint, bucket)
+        print(f"local S3 at {endpoint} (buckets: {', '.join(args.bucket) or 'none'})", flush=True)
+        stop.wait()
+    return 0
+
+
+def _wait(args: argparse.Namespace) -> int:
+    deadline = time.monotonic() + args.timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(args.endpoint, timeout=2):  # noqa: S310 (a local URL)
+                return 0
+        except urllib.error.HTTPError:
+            return 0  # it answered
+        except OSError:
+            time.sleep(0.2)
+    raise UsageError(f"{args.endpoint} did not answer within {args.timeout_s:g} s")
+
+
+def _policy(args: argparse.Namespace) -> int:
+    from ..io.safetensors_file import SafetensorsFile, write_file
+
+    if args.next_of:
+        state = {n: a.copy() for n, a in SafetensorsFile(args.next_of).items()}
+        state = nudge_state(state, args.fraction, seed=args.seed)
+    else:
+        target = int(args.params)
+        dims = dims_for_params(target, vocab=32000 if target >= 10**8 else 1024)
+        state = random_bf16_state(llama_like_layout(dims), seed=args.seed)
+    write_file(args.out, state)
+    print(f"wrote {args.out}: {sum(a.size for a in state.values()):,} bf16 weights")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m wanrl_s3.testing", description=__doc__.split("\n")[0]
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve-s3", help="moto's S3 server on 127.0.0.1 until interrupted")
+    s.add_argument("--port", type=int, default=9000)
+    s.add_argument("--bucket", action="append", default=[], help="create this bucket (repeatable)")
+    s.set_defaults(func=_serve)
+    w = sub.add_parser("wait-s3", help="wait until an endpoint answers")
+    w.add_argument("endpoint")
+    w.add_argument("--timeout-s", type=float, default=60.0)
+    w.set_defaults(func=_wait)
+    m = sub.add_parser("make-policy", help="a LLaMA-shaped bf16 policy as .safetensors")
+    m.add_argument("out")
+    m.add_argument("--params", type=float, default=2e6, help="about this many parameters")
+    m.add_argument("--next-of", metavar="FILE", help="the next version of FILE instead")
+    m.add_argument("--fraction", type=float, default=0.01, help="with --next-of: weights moved")
+    m.add_argument("--seed", type=int, default=0)
+    m.set_defaults(func=_policy)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except WanrlError as exc:
+        print(f"python -m wanrl_s3.testing: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
