@@ -16,10 +16,19 @@ from .spec import ObjectStore
 
 known_implementations: dict[str, dict[str, str]] = {
     "s3": {"class": "wanrl_s3.store.s3.S3Store", "err": "s3:// needs boto3: pip install boto3"},
+    "gs": {
+        "class": "wanrl_s3.store.gcs.GcsStore",
+        "err": "gs:// needs google-cloud-storage: pip install 'wanrl-s3[gcs]'",
+    },
+    "az": {
+        "class": "wanrl_s3.store.azure.AzureBlobStore",
+        "err": "az:// needs azure-storage-blob: pip install 'wanrl-s3[azure]'",
+    },
     "file": {"class": "wanrl_s3.store.local.LocalStore", "err": ""},
     "memory": {"class": "wanrl_s3.store.memory.MemoryStore", "err": ""},
 }
-_ALIASES = {"s3a": "s3", "local": "file"}
+_ALIASES = {"s3a": "s3", "local": "file", "gcs": "gs", "abfs": "az", "abfss": "az"}
+_NETWORK_OPTIONS = {"endpoint_url", "max_connections", "retry", "read_timeout_s"}
 _registry: dict[str, type[ObjectStore]] = {}
 
 
@@ -54,10 +63,12 @@ def get_store_class(protocol: str) -> type[ObjectStore]:
 
 
 def open_store(url: str, **options: Any) -> ObjectStore:
-    """The store a URL names: ``s3://bucket/prefix``, ``file:///dir``, ``memory://name``.
+    """The store a URL names: ``s3://bucket/prefix``, ``gs://bucket/prefix``,
+    ``az://container[@account]/prefix`` (or ``abfs://``), ``file:///dir``, ``memory://name``.
 
     A plain path is a ``file://`` store. ``options`` go to the backend
-    (``endpoint_url``, ``profile``, ``region`` for s3://; ``retry`` for all);
+    (``endpoint_url`` for s3://, gs:// and az://, ``profile`` and ``region`` for
+    s3://; ``retry`` for all);
     options a backend does not take are ignored, so one set of CLI flags serves
     every scheme.
     """
@@ -77,6 +88,16 @@ def open_store(url: str, **options: Any) -> ObjectStore:
                 options,
                 {"endpoint_url", "profile", "region", "max_connections", "retry", "read_timeout_s"},
             ),
+        )
+    if protocol == "gs":
+        return cls(parts.netloc, parts.path, **_filter(options, _NETWORK_OPTIONS))
+    if protocol == "az":
+        container, _, account = parts.netloc.partition("@")  # adlfs: container@account
+        return cls(
+            container,
+            parts.path,
+            account=account.split(".", 1)[0] or None,
+            **_filter(options, _NETWORK_OPTIONS),
         )
     if protocol == "file":
         if parts.netloc not in ("", "localhost"):

@@ -1,0 +1,277 @@
+"""az:// (also abfs://) : Azure Blob Storage through azure-storage-blob.
+
+``az://CONTAINER/PREFIX`` or ``az://CONTAINER@ACCOUNT/PREFIX``, as adlfs writes
+them. Credentials the way Azure's tools take them, first found wins:
+``AZURE_STORAGE_CONNECTION_STRING``; an account key (``AZURE_STORAGE_KEY``) with
+the account (from the URL or ``AZURE_STORAGE_ACCOUNT``); otherwise
+``DefaultAzureCredential`` (azure-identity: managed identity, workload identity,
+``az login``...). ``endpoint_url`` overrides the account URL (Azurite, a private
+endpoint).
+
+The manifest is created with ``If-None-Match: *`` and LATEST moves by
+compare-and-swap on the blob's ETag (``If-Match``). Large objects are uploaded
+as blocks staged in parallel and committed as one block list; block ids carry
+the upload id, and a marker object lists the upload while it is in progress
+(see :mod:`wanrl_s3.store.staging`). Retries are ours: the SDK's are off.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import azure.core.exceptions as ax
+from azure.core import MatchConditions
+from azure.storage.blob import BlobBlock, BlobServiceClient, ContentSettings
+
+from ..errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    TransientStoreError,
+    UsageError,
+)
+from .retry import RetryPolicy
+from .spec import Blob, ObjectInfo, ObjectStore
+from .staging import MarkedUploads, marker_key
+
+T = TypeVar("T")
+_OCTETS = ContentSettings(content_type="application/octet-stream")
+_BIG_GET_BYTES = 256 * 2**20  # one GET per ranged read (the SDK would split at 4 MiB)
+_COPY_POLL_S = 0.2
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def _block_id(upload_id: str, number: int) -> str:
+    # Every block id of a blob has one length: the upload id (32 hex) and 6 digits.
+    return base64.b64encode(f"{upload_id}{number:06d}".encode()).decode()
+
+
+def _ts(value: Any) -> float:
+    return value.timestamp() if value is not None else 0.0
+
+
+class AzureBlobStore(MarkedUploads):
+    protocol = "az"
+
+    def __init__(
+        self,
+        container: str,
+        prefix: str = "",
+        *,
+        account: str | None = None,
+        endpoint_url: str | None = None,
+        max_connections: int = 32,
+        read_timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        client: Any = None,
+    ) -> None:
+        super().__init__(container, prefix, "az", retry)
+        self.container = container
+        self.account = account or os.environ.get("AZURE_STORAGE_ACCOUNT") or None
+        self.endpoint_url = endpoint_url or None
+        service = client or self._make_service(max_connections, read_timeout_s)
+        self.account = self.account or service.account_name
+        self._service = service
+        self._container = service.get_container_client(container)
+
+    def _make_service(self, max_connections: int, read_timeout_s: float) -> Any:
+        options: dict[str, Any] = {
+            "retry_total": 0,  # one retry layer: ours
+            "connection_timeout": 10,
+            "read_timeout": read_timeout_s,
+            "max_single_get_size": _BIG_GET_BYTES,
+            "max_chunk_get_size": _BIG_GET_BYTES,
+            "connection_data_block_size": 2**20,
+        }
+        options["transport"] = _transport(max_connections)
+        conn = os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+        if conn and not self.endpoint_url:
+            return BlobServiceClient.from_connection_string(conn, **options)
+        if not self.account and not self.endpoint_url:
+            raise UsageError(
+                "Azure needs an account: az://CONTAINER@ACCOUNT/PREFIX, AZURE_STORAGE_ACCOUNT "
+                "or AZURE_STORAGE_CONNECTION_STRING"
+            )
+        url = self.endpoint_url or f"https://{self.account}.blob.core.windows.net"
+        return BlobServiceClient(url, credential=self._credential(conn), **options)
+
+    def _credential(self, conn: str | None) -> Any:
+        """A shared key if one is configured, else Entra ID through DefaultAzureCredential."""
+        key = os.environ.get("AZURE_STORAGE_KEY")
+        if conn and "AccountKey=" in conn:
+            parts = dict(p.split("=", 1) for p in conn.split(";") if "=" in p)
+            return {"account_name": parts["AccountName"], "account_key": parts["AccountKey"]}
+        if key:
+            return {"account_name": self.account, "account_key": key}
+        try:
+            from azure.identity import DefaultAzureCredential
+        except ImportError as exc:
+            raise UsageError(
+                "no Azure key or connection string; for Entra ID: pip install azure-identity"
+            ) from exc
+        return DefaultAzureCredential()
+
+    @property
+    def url(self) -> str:
+        return f"az://{self.container}@{self.account}/{self.prefix}".rstrip("/")
+
+    def _blob(self, key: str) -> Any:
+        return self._container.get_blob_client(self._key(key))
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """One request, with its failures translated into our error classes."""
+        where = f"{self.url}: {what}"
+        try:
+            return fn()
+        except ax.ResourceNotFoundError as exc:
+            if getattr(exc, "error_code", "") == "ContainerNotFound":
+                raise StoreError(f"container {self.container!r} does not exist") from exc
+            raise NotFoundError(f"{where}: not found") from exc
+        except (ax.ResourceExistsError, ax.ResourceModifiedError) as exc:
+            raise PreconditionFailedError(f"{where}: precondition failed") from exc
+        except ax.ClientAuthenticationError as exc:
+            raise UsageError(f"{where}: Azure refused the credentials: {exc.reason}") from exc
+        except (ax.ServiceRequestError, ax.ServiceResponseError, ConnectionError) as exc:
+            raise TransientStoreError(f"{where}: {exc}") from exc
+        except ax.HttpResponseError as exc:
+            if exc.status_code in _TRANSIENT_STATUS:
+                raise TransientStoreError(f"{where}: {exc.status_code}") from exc
+            raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc
+
+    # -- primitives -------------------------------------------------------------
+    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+        blob = self._blob(key)
+        conditions: dict[str, Any] = {}
+        if if_none_match:
+            conditions = {"etag": if_none_match, "match_condition": MatchConditions.IfModified}
+
+        def download() -> Blob | None:
+            try:
+                stream = blob.download_blob(max_concurrency=1, **conditions)
+                return Blob(stream.readall(), stream.properties.etag)
+            except ax.ResourceNotModifiedError:
+                return None
+            except ax.ResourceModifiedError:
+                if if_none_match:
+                    return None  # Azurite answers 412, not 304, for an unchanged ETag
+                raise
+
+        return self._call(f"GET {key}", download)
+
+    def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
+        blob = self._blob(key)
+        return self._sink_read(
+            key,
+            buf,
+            lambda sink: self._call(
+                f"GET {key}",
+                lambda: blob.download_blob(
+                    offset=offset, length=len(buf), max_concurrency=1
+                ).readinto(sink),
+            ),
+        )
+
+    def _put(
+        self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
+    ) -> str:
+        blob = self._blob(key)
+        conditions: dict[str, Any] = {"overwrite": not if_none_match}
+        if if_match is not None:
+            conditions.update(etag=if_match, match_condition=MatchConditions.IfNotModified)
+        resp = self._call(
+            f"PUT {key}",
+            lambda: blob.upload_blob(
+                data, content_settings=_OCTETS, max_concurrency=1, **conditions
+            ),
+        )
+        return str(resp["etag"])
+
+    def _head(self, key: str) -> ObjectInfo | None:
+        try:
+            props = self._call(f"HEAD {key}", self._blob(key).get_blob_properties)
+        except NotFoundError:
+            return None
+        return ObjectInfo(key, int(props.size), str(props.etag), _ts(props.last_modified))
+
+    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        def listing() -> list[ObjectInfo]:
+            return [
+                ObjectInfo(self._rel(b.name), int(b.size), str(b.etag), _ts(b.last_modified))
+                for b in self._container.list_blobs(name_starts_with=self._key(prefix))
+            ]
+
+        return iter(self._call(f"LIST {prefix}", listing))
+
+    def _delete_one(self, key: str) -> None:
+        self._call(f"DELETE {key}", self._blob(key).delete_blob)
+
+    # Multipart: blocks staged on the blob itself, committed as one list.
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+        block = _block_id(upload_id, part_number)
+        self._call(
+            f"PUT {key} part {part_number}",
+            lambda: self._blob(key).stage_block(block, data, length=len(data)),
+        )
+        return block
+
+    def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        self._check_upload(key, upload_id)
+        blocks = [BlobBlock(block_id=_block_id(upload_id, n)) for n, _ in sorted(parts)]
+        resp = self._call(
+            f"COMPLETE {key}",
+            lambda: self._blob(key).commit_block_list(blocks, content_settings=_OCTETS),
+        )
+        self._delete([marker_key(upload_id)])
+        return str(resp["etag"])
+
+    def _discard_parts(self, key: str, upload_id: str) -> None:
+        """Delete a blob that has only uncommitted blocks; Azure drops stale blocks itself.
+
+        A committed blob of that name is left alone (its uncommitted blocks
+        expire after seven days); a blob that never committed is deleted,
+        blocks and all.
+        """
+        if self._head(key) is None:
+            self._delete([key])
+
+    def _copy(self, src_key: str, dst_key: str) -> None:
+        self._copy_from(self, src_key, dst_key)
+
+    def _copy_from(self, source: ObjectStore, src_key: str, dst_key: str) -> bool:
+        """Copy Blob inside one storage account (server-side); anything else streams."""
+        if not (
+            isinstance(source, AzureBlobStore)
+            and source.account == self.account
+            and source.endpoint_url == self.endpoint_url
+        ):
+            return False
+        dst = self._blob(dst_key)
+        src_url = source._blob(src_key).url
+        self._call(f"COPY {source.url}/{src_key}", lambda: self._copy_and_wait(dst, src_url))
+        return True
+
+    def _copy_and_wait(self, dst: Any, src_url: str) -> None:
+        """Start a copy and wait for it: within an account it is usually done at once."""
+        status = dst.start_copy_from_url(src_url).get("copy_status")
+        while status == "pending":
+            self.retry.clock.sleep(_COPY_POLL_S)
+            status = dst.get_blob_properties().copy.status
+        if status != "success":
+            raise StoreError(f"copy to {dst.blob_name} ended {status}")
+
+
+def _transport(max_connections: int) -> Any:
+    """The SDK's requests transport, with a connection pool sized like boto3's."""
+    import requests
+    from azure.core.pipeline.transport import RequestsTransport
+
+    session = requests.Session()
+    adapter = requests.adapters.HTTPAdapter(
+        pool_connections=max_connections, pool_maxsize=max_connections
+    )
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return RequestsTransport(session=session, session_owner=True)

@@ -1,0 +1,112 @@
+"""Multipart uploads for services without S3's upload ids: a marker object per upload.
+
+GCS (parts are objects, joined by ``compose``) and Azure Blob (parts are staged
+blocks, joined by a block-list commit) have no "list the uploads in progress"
+call that the gc's sweep could use, nor an id to abort one by. So a backend
+built on :class:`MarkedUploads` writes a small marker ``.uploads/<id>`` (its
+body: the key being uploaded) when an upload starts and deletes it when the
+upload completes or is aborted: pending uploads are exactly the markers, listed
+with their start times, whichever process started them. Keys under ``.uploads/``
+are the store's own, hidden from :meth:`ObjectStore.list` like ``file://``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable, Iterator
+
+from ..errors import NotFoundError, TransientStoreError, UsageError
+from .retry import RetryPolicy
+from .sink import BufferSink
+from .spec import ObjectInfo, ObjectStore, PendingUpload
+
+UPLOADS_PREFIX = ".uploads/"
+
+
+def marker_key(upload_id: str) -> str:
+    return f"{UPLOADS_PREFIX}{upload_id}"
+
+
+def is_internal(key: str) -> bool:
+    """True for the store's own bookkeeping keys (markers, staged parts)."""
+    return key.startswith(UPLOADS_PREFIX)
+
+
+class MarkedUploads(ObjectStore):
+    """``_mpu_create`` and ``_mpu_list`` from marker objects; the backend joins parts.
+
+    A backend overrides ``_list_all`` (every object, markers included) instead of
+    ``_list``, ``_delete_one`` instead of ``_delete`` (neither service deletes in
+    batches through its SDK's plain API), and ``_discard_parts`` to drop what an
+    aborted upload staged. Keys live under ``prefix`` in a bucket or container.
+    """
+
+    def __init__(self, container: str, prefix: str, scheme: str, retry: RetryPolicy | None) -> None:
+        super().__init__(retry)
+        if not container:
+            raise UsageError(
+                f"a {scheme}:// URL needs a bucket or container: {scheme}://NAME[/PREFIX]"
+            )
+        self.prefix = prefix.strip("/")
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _rel(self, name: str) -> str:
+        return name[len(self.prefix) + 1 :] if self.prefix else name
+
+    def _delete_one(self, key: str) -> None:
+        raise NotImplementedError
+
+    def _delete(self, keys: list[str]) -> None:
+        for key in keys:
+            with contextlib.suppress(NotFoundError):
+                self._delete_one(key)
+
+    def _sink_read(self, what: str, buf: memoryview, fill: Callable[[BufferSink], object]) -> int:
+        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived."""
+        sink = BufferSink(buf)
+        try:
+            fill(sink)
+        except TransientStoreError:
+            if sink.done == 0:
+                raise
+        return sink.done  # the caller resumes after the last byte
+
+    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        raise NotImplementedError
+
+    def _discard_parts(self, key: str, upload_id: str) -> None:
+        raise NotImplementedError
+
+    def _list(self, prefix: str) -> Iterator[ObjectInfo]:
+        return (o for o in self._list_all(prefix) if not is_internal(o.key))
+
+    def _mpu_create(self, key: str) -> str:
+        upload_id = uuid.uuid4().hex
+        self._put(marker_key(upload_id), key.encode(), if_none_match=True)
+        return upload_id
+
+    def _check_upload(self, key: str, upload_id: str) -> None:
+        """NotFoundError unless ``upload_id`` is an upload of ``key`` still in progress."""
+        blob = self._get(marker_key(upload_id))
+        if blob is None or blob.data.decode(errors="replace") != key:
+            raise NotFoundError(f"{self.url}: no upload {upload_id} for {key}")
+
+    def _mpu_abort(self, key: str, upload_id: str) -> None:
+        self._discard_parts(key, upload_id)
+        self._delete([marker_key(upload_id)])
+
+    def _mpu_list(self, prefix: str) -> Iterator[PendingUpload]:
+        for marker in self._list_all(UPLOADS_PREFIX):
+            upload_id = marker.key[len(UPLOADS_PREFIX) :]
+            if "/" in upload_id:
+                continue  # a staged part, not a marker
+            try:
+                blob = self._get(marker.key)
+            except NotFoundError:
+                continue  # completed or aborted meanwhile
+            key = blob.data.decode(errors="replace") if blob else ""
+            if key.startswith(prefix):
+                yield PendingUpload(key, upload_id, marker.last_modified_s)
