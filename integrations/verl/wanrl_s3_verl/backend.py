@@ -43,6 +43,7 @@ from wanrl_s3 import (
     Verifier,
     WatchConfig,
     Watcher,
+    resume,
     to_torch,
 )
 from wanrl_s3.errors import StoreError, UsageError, VersionConflictError
@@ -120,6 +121,8 @@ class TrainerSide:
             return {METRIC_PREFIX + "published": 0.0}
         version = global_steps if global_steps is not None else self.syncs - 1
         try:
+            if self.syncs == 1:
+                self._resume()  # inside the try: a failure drains verl's generator all the same
             result = self.publisher.publish(
                 cast_floating(weights, self.settings.dtype),
                 version,
@@ -153,6 +156,25 @@ class TrainerSide:
             raise
         self.reached_store = True
         return publish_metrics(result)
+
+    def _resume(self) -> None:
+        """A restarted trainer continues from the store's newest version: deltas, not a keyframe.
+
+        The versions the store already holds past this process's step were published
+        by the run before the restart; their numbers are verl steps (the staleness
+        filters' clock), so this process skips them and publishes from the next step
+        on, as a delta against the newest of them.
+        """
+        if self.publisher is None or self.settings.delta == "never":
+            return
+        point = resume(self.publisher)
+        if point is not None:
+            self.reached_store = True
+            log.info(
+                "wanrl_s3: resuming from v%d in %s: the next publication is a delta against it",
+                point.version,
+                self.settings.where,
+            )
 
 
 def publish_metrics(result: PublishResult) -> dict[str, float]:

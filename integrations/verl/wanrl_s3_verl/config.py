@@ -18,14 +18,14 @@ from typing import Any, ClassVar, TypeVar
 
 from wanrl_s3 import (
     DELTA_MODES,
-    RegionsConfig,
     StalenessConfig,
+    StoreRoles,
     check_staleness,
     check_worker_id,
-    load_regions,
+    store_roles,
 )
 from wanrl_s3.errors import UsageError
-from wanrl_s3.store import ObjectStore, open_store
+from wanrl_s3.store import ObjectStore
 
 from .versions import VersionMap
 
@@ -146,30 +146,24 @@ class StoreSettings(_Settings):
                 "the regions file names every store; set one of them"
             )
 
-    def regions_config(self) -> RegionsConfig | None:
-        if self.regions is None:
-            return None
-        try:
-            return load_regions(self.regions)
-        except UsageError as exc:
-            raise UsageError(f"{self.KEY}.regions: {exc}") from exc
-
-    def open_store(self) -> ObjectStore:
-        """The one store of ``store_url``."""
-        if self.store_url is None:
+    def roles(self) -> StoreRoles:
+        """The run's stores by role (publish, read, report), as the CLI decides them."""
+        if self.store_url is None and self.regions is None:
             raise UsageError(
                 f"{self.KEY}.store_url is required (or {self.KEY}.regions), "
                 "e.g. s3://bucket/run-prefix"
             )
+        key = "store_url" if self.regions is None else "regions"
         try:
-            return open_store(
+            return store_roles(
                 self.store_url,
+                regions=self.regions,
                 endpoint_url=self.endpoint_url,
                 profile=self.profile,
                 region=self.s3_region,
             )
         except UsageError as exc:
-            raise UsageError(f"{self.KEY}.store_url: {exc}") from exc
+            raise UsageError(f"{self.KEY}.{key}: {exc}") from exc
 
     @property
     def where(self) -> str:
@@ -178,17 +172,11 @@ class StoreSettings(_Settings):
 
     def publish_stores(self) -> list[ObjectStore]:
         """Where a publisher writes: the store, or the regions its mode has it write."""
-        regions = self.regions_config()
-        if regions is None:
-            return [self.open_store()]
-        return [r.store() for r in regions.publish_regions]
+        return self.roles().publish()
 
     def all_stores(self) -> list[ObjectStore]:
         """Every store rollout workers may report to: the store, or every region's."""
-        regions = self.regions_config()
-        if regions is None:
-            return [self.open_store()]
-        return [r.store() for r in regions.regions]
+        return self.roles().report()
 
 
 @dataclass(frozen=True)
@@ -233,16 +221,12 @@ class EngineSettings(StoreSettings):
 
     def read_store(self) -> tuple[ObjectStore, str]:
         """A rollout engine's store and the region it is in ("" without regions)."""
-        regions = self.regions_config()
-        if regions is None:
-            return self.open_store(), ""
-        from wanrl_s3 import choose_region  # probes the network: only on the rollout side
-
+        roles = self.roles()
         try:
-            choice = choose_region(regions, self.region)
+            store, choice = roles.read(self.region)  # probes the regions: rollout side only
         except UsageError as exc:
             raise UsageError(f"{self.KEY}.region: {exc}") from exc
-        return regions.store(choice.region), choice.region
+        return store, "" if choice is None else choice.region
 
     def rollout_worker_id(self) -> str:
         """This process's id in the bucket's workers/ folder: the prefix, host and pid."""

@@ -199,6 +199,21 @@ def test_publish_every_kappa_steps_and_skip_versions_the_store_already_has(
     assert send(resumed, weights, 7)["wanrl_s3/published"] == 1.0
 
 
+def test_a_restarted_trainer_resumes_with_deltas(engine_kwargs: dict[str, Any]) -> None:
+    """After a restart, the first publication is a delta against the store's newest version."""
+    weights = model()
+    first = new_engine(is_master=True, **engine_kwargs)
+    assert send(first, weights, 1)["wanrl_s3/is_delta"] == 0.0
+    step(weights, 1)
+    assert send(first, weights, 2)["wanrl_s3/is_delta"] == 1.0
+    # the trainer process dies; a new one restarts from its step-2 checkpoint
+    restarted = new_engine(is_master=True, **engine_kwargs)
+    step(weights, 2)
+    metrics = send(restarted, weights, 3)
+    assert metrics["wanrl_s3/published"] == 1.0 and metrics["wanrl_s3/is_delta"] == 1.0
+    assert metrics["wanrl_s3/stored_bytes"] < 0.1 * metrics["wanrl_s3/raw_bytes"]
+
+
 def test_rollout_engine_takes_verls_dictconfig_and_stops_cleanly(
     engine_kwargs: dict[str, Any],
 ) -> None:
