@@ -76,6 +76,27 @@ def test_integrations_examples_and_benchmarks_use_only_the_public_api() -> None:
     )
 
 
+def doc_python_blocks() -> list[tuple[str, str]]:
+    """(where, code) of every ```python block in the README and the pages of docs/."""
+    import re
+
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # not docs/notes
+    return [
+        (str(page.relative_to(ROOT)), block)
+        for page in pages
+        for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+    ]
+
+
+def test_the_docs_python_examples_use_only_the_public_api() -> None:
+    blocks = doc_python_blocks()
+    assert len(blocks) >= 3
+    offenders = [
+        f"{where}: {what}" for where, code in blocks for _, what in private_uses(ast.parse(code))
+    ]
+    assert offenders == [], "docs import private modules:\n" + "\n".join(offenders)
+
+
 @pytest.mark.parametrize(
     ("source", "flagged"),
     [
