@@ -6,6 +6,8 @@
   for a size) lays out a LLaMA-shaped model, :func:`random_bf16_state` fills it,
   :func:`nudge_state` moves a given fraction of its values, and :class:`SyntheticPolicy`
   takes real Adam steps (:class:`AdamConfig`).
+- :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
+  gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
@@ -15,7 +17,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .clouds import (
+    azurite_connection_string_parts,
+    local_azure,
+    local_gcs,
+    make_azure_container,
+    make_gcs_bucket,
+)
 from .endpoint import CREDENTIALS, free_port, local_s3, make_bucket, worker_command
+from .faults import Fault, FaultProxy, Rule
 from .synthetic import (
     AdamConfig,
     LlamaDims,
@@ -42,14 +52,22 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CREDENTIALS",
     "AdamConfig",
+    "Fault",
+    "FaultProxy",
     "LlamaDims",
+    "Rule",
     "StoreContract",
     "SyntheticPolicy",
+    "azurite_connection_string_parts",
     "dims_for_params",
     "free_port",
     "llama_like_layout",
+    "local_azure",
+    "local_gcs",
     "local_s3",
+    "make_azure_container",
     "make_bucket",
+    "make_gcs_bucket",
     "nudge_state",
     "param_count",
     "random_bf16_state",
