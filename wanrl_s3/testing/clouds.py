@@ -144,3 +144,9 @@ def make_azure_container(connection_string: str, name: str | None = None) -> str
     with contextlib.closing(service):
         service.create_container(name)
     return name
+
+
+def azurite_connection_string_parts(connection_string: str) -> tuple[str, str, str]:
+    """(account name, account key, blob endpoint) of a connection string."""
+    parts = dict(p.split("=", 1) for p in connection_string.split(";") if "=" in p)
+    return parts["AccountName"], parts["AccountKey"], parts["BlobEndpoint"]
