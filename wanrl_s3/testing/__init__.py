@@ -8,8 +8,6 @@
   takes real Adam steps (:class:`AdamConfig`).
 - :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
-- :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
-  gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
@@ -19,13 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .clouds import (
-    azurite_connection_string_parts,
-    local_azure,
-    local_gcs,
-    make_azure_container,
-    make_gcs_bucket,
-)
 from .clouds import (
     azurite_connection_string_parts,
     local_azure,
@@ -68,19 +59,14 @@ __all__ = [
     "StoreContract",
     "SyntheticPolicy",
     "azurite_connection_string_parts",
-    "azurite_connection_string_parts",
     "dims_for_params",
     "free_port",
     "llama_like_layout",
     "local_azure",
     "local_gcs",
-    "local_azure",
-    "local_gcs",
     "local_s3",
     "make_azure_container",
-    "make_azure_container",
     "make_bucket",
-    "make_gcs_bucket",
     "make_gcs_bucket",
     "nudge_state",
     "param_count",
