@@ -5,11 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import date
 from pathlib import Path
 
 import pytest
 
+from wanrl_s3.cli import estimate as estimate_cli
 from wanrl_s3.cli import main
+from wanrl_s3.cli.app import build_parser
+from wanrl_s3.cost.freshness import stale_warning
+from wanrl_s3.cost.prices import load_prices
 
 POINT_8B = ["estimate", "--params", "8.2e9", "--t-train-s", "1500", "--batch", "2048"]
 
@@ -20,9 +25,16 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, s
     return code, out, err
 
 
+def shipped_staleness_today() -> str:
+    """What a run prints on stderr today about the shipped table: nothing while it is fresh."""
+    used = ("storage.aws", "cdns.cloudfront", "gpus")
+    warning = stale_warning(load_prices(), used, date.today())
+    return "" if warning is None else f"wanrl-s3: warning: {warning}\n"
+
+
 def test_table_for_the_8b_point(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, shipped_staleness_today())
     assert (
         "T_bcast 1437 s (measured): slack 1563 s, required pool 2.621 rollouts/s, 9 workers" in out
     )
@@ -30,15 +42,18 @@ def test_table_for_the_8b_point(capsys: pytest.CaptureFixture[str]) -> None:
     rows = [
         line[20:].split()
         for line in out.splitlines()
-        if line.startswith(("object", "star", "peer"))
+        if line.startswith(("object", "CDN", "star", "peer"))
     ]
     assert [r[:4] for r in rows] == [
+        ["1749", "s", "yes", "11"],
+        ["87", "s", "yes", "5"],
         ["1749", "s", "yes", "11"],
         ["87", "s", "yes", "5"],
         ["3936", "s", "no", "-"],
         ["1322", "s", "yes", "9"],
     ]
-    assert out.rstrip().splitlines()[-1].startswith("recommendation: object storage delta")
+    assert out.rstrip().splitlines()[-1].startswith("recommendation: CDN delta")
+    assert "cdn: Amazon CloudFront, United States in front of the bucket, 8 edges" in out
 
 
 def test_json_has_the_promised_keys(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,9 +66,18 @@ def test_json_has_the_promised_keys(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data["by_topology"]) == {
         "object_storage_full",
         "object_storage_delta",
+        "cdn_full",
+        "cdn_delta",
         "star",
         "peer_chain",
     }
+    assert data["cdn"] == "Amazon CloudFront, United States"
+    assert data["price_entries"] == ["storage.aws", "cdns.cloudfront", "gpus"]
+    assert data["prices_as_of"] == "2026-12-03"
+    # The CDN comparison the JSON carries: edge egress beats plain bucket egress at 11 workers.
+    rows = data["by_topology"]
+    cdn, plain = rows["cdn_full"], rows["object_storage_full"]
+    assert cdn["egress_usd_per_run"] < plain["egress_usd_per_run"]
     assert data["by_topology"]["star"]["workers_needed"] is None
 
 
@@ -82,6 +106,11 @@ def test_infeasible_exits_5_with_one_line(capsys: pytest.CaptureFixture[str]) ->
         [*POINT_8B, "--trainer-gpus", "H100"],
         [*POINT_8B, "--worker-gpu", "TPUv9"],
         [*POINT_8B, "--prices", "/nonexistent/prices.json"],
+        [*POINT_8B, "--cdn", "akamai"],
+        [*POINT_8B, "--cdn", "cloudflare"],  # fronts R2 and B2, not S3
+        [*POINT_8B, "--cdn-edges", "0"],
+        [*POINT_8B, "--replica-regions", "us-east-2,,"],
+        [*POINT_8B, "--replica-regions", "us-east-2", "--regions", "3"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -129,3 +158,42 @@ def test_the_planner_reads_no_yaml() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines()[-1] == "[]"
+
+
+def test_a_stale_price_entry_warns_on_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [*POINT_8B, "--t-bcast-s", "1437"]
+    args = build_parser(argv).parse_args(argv)
+    assert estimate_cli.run(args, today=date(2026, 12, 3)) == 0
+    fresh_out, fresh_err = capsys.readouterr()
+    assert fresh_err == ""
+    assert estimate_cli.run(args, today=date(2027, 6, 4)) == 0
+    out, err = capsys.readouterr()
+    assert out == fresh_out  # the estimate itself does not change
+    assert err.count("\n") == 1 and err.startswith(
+        "wanrl-s3: warning: prices older than 6 months: storage.aws (read 2026-12-03), "
+        "cdns.cloudfront (read 2026-12-03), gpus (read 2026-12-02)"
+    )
+
+
+def test_a_user_price_file_with_a_bad_key_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    data = json.loads(
+        (Path(__file__).resolve().parents[2] / "wanrl_s3/cost/prices.json").read_text("utf-8")
+    )
+    data["storage"]["aws"]["egress_tier"] = data["storage"]["aws"].pop("egress_tiers")
+    path = tmp_path / "negotiated.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    code, out, err = run_cli(capsys, *POINT_8B, "--prices", str(path))
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert err.startswith(
+        "wanrl-s3: error: prices: storage.aws.egress_tier is not a known key: remove it or fix "
+        "its spelling"
+    )
+
+
+def test_replica_regions_set_the_region_count(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--replica-regions", "us-east-2,us-west-2", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["inputs"]["regions"] == 3
+    assert data["inputs"]["replica_regions"] == ["us-east-2", "us-west-2"]

@@ -9,6 +9,7 @@ from wanrl_s3.cost.egress import Traffic
 from wanrl_s3.cost.prices import EgressTier, PriceBook
 
 LADDER = (EgressTier(10.0, 0.10), EgressTier(50.0, 0.05), EgressTier(None, 0.01))
+GIB = 1.073741824  # decimal GB in one GiB
 DAY_S = 86_400.0
 
 
@@ -25,8 +26,34 @@ def test_a_run_longer_than_a_month_spreads_its_volume(prices: PriceBook) -> None
     volume_gb = 30_000.0  # past the first 10 TiB tier in one month
     one_month = egress.effective_egress_usd_per_gb(volume_gb, DAY_S, aws)
     three_months = egress.effective_egress_usd_per_gb(volume_gb, 3 * egress.SECONDS_PER_MONTH, aws)
-    assert three_months == pytest.approx(aws.egress_tiers[0].usd_per_gb)  # 10 TB/month each
+    # Three months of 10,000 GB, each with its own 100 GiB free and inside the $0.09 tier.
+    assert three_months == pytest.approx(3 * (10_000 - 100 * GIB) * 0.09 / GIB / volume_gb)
     assert one_month < three_months  # the big month climbed into cheaper tiers
+
+
+def test_the_allowance_covers_each_months_first_gigabytes() -> None:
+    # 20 GB free take the whole 10 GB first tier and 10 GB of the second; 10 GB left at 0.05.
+    assert egress.month_usd(30.0, LADDER, free_gb=20.0) == pytest.approx(10 * 0.05)
+    assert egress.month_usd(15.0, LADDER, free_gb=20.0) == 0.0
+    # Proration: a 1.5-month run gets 1.5 allowances. 60 GB over 1.5 months is 40 GB a month:
+    # 20 free, 20 at 0.05, so 1.0 a month and 1.5 for the run.
+    run_s = 1.5 * egress.SECONDS_PER_MONTH
+    rate = egress.effective_usd_per_gb(60.0, run_s, LADDER, free_gb_per_month=20.0)
+    assert rate * 60.0 == pytest.approx(1.5 * 20 * 0.05)
+    # A run shorter than a month gets the whole month's allowance (one billing month).
+    assert egress.effective_usd_per_gb(20.0, DAY_S, LADDER, free_gb_per_month=20.0) == 0.0
+
+
+def test_aws_and_azure_give_100_gb_a_month_and_the_flag_takes_it_back(prices: PriceBook) -> None:
+    aws, azure = prices.provider("aws"), prices.provider("azure")
+    assert egress.effective_egress_usd_per_gb(100 * GIB, DAY_S, aws) == 0.0
+    assert egress.effective_egress_usd_per_gb(100.0, DAY_S, azure) == 0.0  # decimal GB
+    without = egress.effective_egress_usd_per_gb(100.0, DAY_S, azure, account_allowance=False)
+    assert without == pytest.approx(0.087)
+    # Azure's first tier ends at 10,000 GB (not 10,240): 20,000 GB straddles it.
+    assert egress.effective_egress_usd_per_gb(20_000.0, DAY_S, azure) * 20_000 == pytest.approx(
+        (10_000 - 100) * 0.087 + 10_000 * 0.083
+    )
 
 
 def test_b2_egress_is_free_up_to_three_times_storage(prices: PriceBook) -> None:
@@ -65,9 +92,9 @@ def test_transfer_and_requests_are_priced_at_the_run_rates(prices: PriceBook) ->
     run = Traffic(
         storage_egress_gb=100.0, inter_region_gb=10.0, put_requests=2000, get_requests=1e4
     )
-    rates = egress.run_rates(run, aws, trainer=None, relay_usd_per_gb=0.0, run_s=DAY_S)
+    rates = egress.run_rates(run, egress.RunPricing(storage=aws, trainer=None, run_s=DAY_S))
     assert egress.transfer_usd(run, rates) == pytest.approx(
-        100 * 0.09 / 1.073741824 + 10 * 0.02 / 1.073741824
+        (100 - 100 * GIB) * 0.0 + 10 * 0.02 / GIB  # 100 GB is inside the free 100 GiB
     )
     assert egress.requests_usd(run, rates) == pytest.approx(2 * 0.005 + 10 * 0.0004)
 
@@ -75,7 +102,9 @@ def test_transfer_and_requests_are_priced_at_the_run_rates(prices: PriceBook) ->
 def test_storage_is_billed_by_gb_month_held(prices: PriceBook) -> None:
     aws = prices.provider("aws")
     held = egress.storage_usd(32.8, aws, egress.SECONDS_PER_MONTH / 2)
-    assert held == pytest.approx(32.8 * 0.023 / 1.073741824 / 2)
+    assert held == pytest.approx(32.8 * 0.023 / GIB / 2)
+    b2 = prices.provider("b2")  # repriced on 2026-05-01: $6.95 per decimal TB-month
+    assert egress.storage_usd(1000.0, b2, egress.SECONDS_PER_MONTH) == pytest.approx(6.95)
 
 
 def test_traffic_adds_and_scales() -> None:

@@ -22,7 +22,13 @@ from wanrl_s3.errors import InfeasiblePlanError, UsageError
 
 from .operating_point import BATCH, PARAMS_8B, T_BCAST_S, T_TRAIN_S
 
-AWS_PER_GB = 0.09 / 1.073741824  # first tier, per decimal GB
+GIB = 1.073741824  # decimal GB in one GiB: AWS bills per GiB
+AWS_FREE_GB = 100 * GIB  # the account's free internet egress each month
+
+
+def aws_first_tier_usd(volume_gb: float) -> float:
+    """A month's AWS egress inside the first tier: the first 100 GiB free, then $0.09/GiB."""
+    return max(0.0, volume_gb - AWS_FREE_GB) * 0.09 / GIB
 
 
 def test_rows_at_the_8b_point(inputs_8b: PlanInputs, prices: PriceBook) -> None:
@@ -32,6 +38,8 @@ def test_rows_at_the_8b_point(inputs_8b: PlanInputs, prices: PriceBook) -> None:
     assert got == {
         "object_storage_full": ("1749", True, 11),  # 437 s upload at 300 Mbps + the 1312 s floor
         "object_storage_delta": ("87", True, 5),
+        "cdn_full": ("1749", True, 11),  # the bucket's timing: edges fill as fast as workers pull
+        "cdn_delta": ("87", True, 5),
         "star": ("3936", False, None),  # the page's N=9, 300 Mbps cell: the gate fires
         "peer_chain": ("1322", True, 9),  # the page's N=9 chains cell
     }
@@ -42,10 +50,13 @@ def test_egress_per_publication_is_bytes_times_list_price(
 ) -> None:
     plan = estimate(inputs_8b, prices)
     full, chain = plan.row("object_storage_full"), plan.row("peer_chain")
-    assert full.egress_usd_per_publication == pytest.approx(11 * 16.4 * AWS_PER_GB)
-    assert chain.egress_usd_per_publication == pytest.approx(3 * 16.4 * AWS_PER_GB)  # 3 chains
-    # The run adds one initial full distribution to its publications.
-    assert full.egress_usd_per_run == pytest.approx(51 * full.egress_usd_per_publication)
+    # 100 steps of 1500 s fit in one billing month: one allowance, all inside the 10 TiB tier.
+    # The run is one initial full distribution plus 50 publications: 51 x 11 workers x 16.4 GB.
+    run_gb = 51 * 11 * 16.4
+    assert full.egress_usd_per_run == pytest.approx(aws_first_tier_usd(run_gb))
+    assert full.egress_usd_per_publication == pytest.approx(full.egress_usd_per_run / 51)
+    chain_gb = 51 * 3 * 16.4  # 3 chains: the trainer sends three copies a publication
+    assert chain.egress_usd_per_run == pytest.approx(aws_first_tier_usd(chain_gb))
 
 
 def test_r2_fan_out_costs_only_the_trainers_upload(
@@ -53,7 +64,7 @@ def test_r2_fan_out_costs_only_the_trainers_upload(
 ) -> None:
     r2 = dataclasses.replace(inputs_8b, provider="r2", trainer_provider="aws")
     row = evaluate(r2, prices, "object_storage_full", 11)
-    assert row.egress_usd_per_publication == pytest.approx(16.4 * AWS_PER_GB)
+    assert row.egress_usd_per_run == pytest.approx(aws_first_tier_usd(51 * 16.4))
     flat = dataclasses.replace(r2, trainer_provider="flat")
     assert evaluate(flat, prices, "object_storage_full", 11).egress_usd_per_publication == 0.0
 
@@ -69,8 +80,21 @@ def test_regions_add_inter_region_copies(inputs_8b: PlanInputs, prices: PriceBoo
     one = evaluate(inputs_8b, prices, "object_storage_full", 12)
     three = evaluate(dataclasses.replace(inputs_8b, regions=3), prices, "object_storage_full", 12)
     extra = three.egress_usd_per_publication - one.egress_usd_per_publication
-    assert extra == pytest.approx(2 * 16.4 * 0.02 / 1.073741824)
+    assert extra == pytest.approx(2 * 16.4 * 0.02 / GIB)  # to unnamed US regions: $0.02/GiB
     assert three.t_bcast_s > one.t_bcast_s  # three uploads share the uplink
+
+
+def test_inter_region_is_priced_per_region_pair(inputs_8b: PlanInputs, prices: PriceBook) -> None:
+    one = evaluate(inputs_8b, prices, "object_storage_full", 12).egress_usd_per_publication
+
+    def extra(*replicas: str) -> float:
+        named = dataclasses.replace(inputs_8b, regions=1 + len(replicas), replica_regions=replicas)
+        return evaluate(named, prices, "object_storage_full", 12).egress_usd_per_publication - one
+
+    assert extra("us-east-2") == pytest.approx(16.4 * 0.01 / GIB)  # the corrected pair
+    assert extra("us-east-2", "us-west-2") == pytest.approx(16.4 * (0.01 + 0.02) / GIB)
+    with pytest.raises(UsageError, match="1 \\+ the 1 replica regions"):
+        dataclasses.replace(inputs_8b, regions=3, replica_regions=("us-east-2",))
 
 
 def test_relay_egress_is_billed_only_when_set(inputs_8b: PlanInputs, prices: PriceBook) -> None:
@@ -130,7 +154,10 @@ def test_delta_keyframes_cost_uploads_but_not_downloads(
 ) -> None:
     r2 = dataclasses.replace(inputs_8b, provider="r2", trainer_provider="aws", keyframe_every=10)
     row = evaluate(r2, prices, "object_storage_delta", 5)
-    assert row.egress_usd_per_publication == pytest.approx((0.82 + 16.4 / 10) * AWS_PER_GB)
+    per_pub_gb = 0.82 + 16.4 / 10  # the delta, and a tenth of a keyframe
+    run_gb = 16.4 + 50 * per_pub_gb  # plus the initial full upload
+    rate = aws_first_tier_usd(run_gb) / run_gb
+    assert row.egress_usd_per_publication == pytest.approx(per_pub_gb * rate)
 
 
 def test_to_dict_carries_the_promised_keys(inputs_8b: PlanInputs, prices: PriceBook) -> None:
@@ -152,6 +179,7 @@ def test_to_dict_carries_the_promised_keys(inputs_8b: PlanInputs, prices: PriceB
         {"gamma": 0.5},
         {"workers": 0},
         {"regions": 0},
+        {"cdn_edges": 0},
         {"trainer_gpus": (("H100", 0),)},
     ],
 )

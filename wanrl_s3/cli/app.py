@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "relay": "wanrl_s3.cli.relay",
     "keygen": "wanrl_s3.cli.keygen",
     "estimate": "wanrl_s3.cli.estimate",
+    "prices": "wanrl_s3.cli.prices",
 }
 
 

@@ -16,11 +16,14 @@ import argparse
 import json
 import re
 import sys
+from datetime import date
 from typing import Any
 
 from ..cost import capacity as cap
+from ..cost.cdn import DEFAULT_EDGES
+from ..cost.freshness import stale_warning
 from ..cost.plan import FLAT_RATE, PlanInputs, estimate
-from ..cost.prices import load_prices
+from ..cost.prices import NO_CDN, load_prices
 from ..errors import UsageError
 from .estimate_report import render_text
 
@@ -34,6 +37,16 @@ def parameter_count(text: str) -> float:
     if not match:
         raise argparse.ArgumentTypeError(f"not a parameter count: {text!r} (e.g. 8.2e9 or 8.2B)")
     return float(match.group(1)) * _SUFFIX[match.group(2).upper()]
+
+
+def region_names(text: str) -> tuple[str, ...]:
+    """``us-east-2,us-west-2`` -> ("us-east-2", "us-west-2"); empty names are refused."""
+    names = tuple(part.strip() for part in text.split(","))
+    if not all(names) or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"expected REGION[,REGION...] without repeats, got {text!r}"
+        )
+    return names
 
 
 def gpu_counts(text: str) -> tuple[tuple[str, int], ...]:
@@ -96,8 +109,12 @@ def _add_network_flags(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--uplink-mbps", type=float, default=300.0, metavar="M", help="B0 (default 300)")
     g.add_argument("--upload-mbps", type=float, metavar="M", help="to bucket (default: uplink)")
     g.add_argument("--chunk-mb", type=float, default=64.0, metavar="MB", help="default 64")
+    g.add_argument("--regions", type=int, metavar="N", help="one bucket each (default 1)")
     g.add_argument(
-        "--regions", type=int, default=1, metavar="N", help="one bucket each (default 1)"
+        "--replica-regions",
+        type=region_names,
+        metavar="R[,R...]",
+        help="name the extra regions (priced per region pair; sets --regions)",
     )
     g.add_argument("--replicate", action="store_true", help="upload once, provider replicates")
     g.add_argument("--replication-lag-s", type=float, default=0.0, metavar="S", help="default 0")
@@ -114,6 +131,24 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         help=f"who bills the trainer's egress (default: --provider; '{FLAT_RATE}' for none)",
     )
     g.add_argument("--prices", metavar="FILE", help="price JSON replacing the shipped one")
+    g.add_argument(
+        "--cdn",
+        metavar="NAME",
+        help=f"CDN in front of the bucket (default: the table's for --provider; '{NO_CDN}')",
+    )
+    g.add_argument(
+        "--cdn-edges",
+        type=int,
+        default=DEFAULT_EDGES,
+        metavar="N",
+        help=f"edge caches that each fetch a version once (default {DEFAULT_EDGES})",
+    )
+    g.add_argument(
+        "--no-free-tier",
+        dest="free_tier",
+        action="store_false",
+        help="ignore account-wide free egress (the account uses it elsewhere)",
+    )
     g.add_argument(
         "--trainer-gpus",
         type=gpu_counts,
@@ -144,12 +179,15 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         if value is None:
             raise UsageError(f"{flag} is required")
     budget = cap.staleness_budget(staleness=args.staleness, kappa=args.kappa, force=args.force)
+    replicas = args.replica_regions or ()
     return PlanInputs(
         params=args.params,
         t_train_s=args.t_train_s,
         batch=args.batch,
         steps=100 if args.steps is None else args.steps,
         staleness=budget.staleness,
+        regions=args.regions or 1 + len(replicas),
+        replica_regions=replicas,
         **{key: getattr(args, key) for key in _PASSTHROUGH},
     )
 
@@ -157,17 +195,19 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
 _PASSTHROUGH = (
     "bytes_per_param", "density", "force", "worker_rollouts_per_s", "gamma", "workers",
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
-    "regions", "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
-    "relay_usd_per_gb", "keyframe_every", "retained_versions",
+    "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
+    "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
 )  # fmt: skip
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, today: date | None = None) -> int:
+    """Print the plan; ``today`` (default: the clock) dates the price-staleness check."""
     inputs = inputs_from_args(args)
     prices = load_prices(args.prices)
     prices.provider(inputs.provider)  # fail on a bad name before any arithmetic
     plan = estimate(inputs, prices)
-    for warning in plan.warnings:
+    stale = stale_warning(prices, plan.price_entries, today or date.today())
+    for warning in (*plan.warnings, *filter(None, [stale])):
         print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
     written = None
     if args.plot:

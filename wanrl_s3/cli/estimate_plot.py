@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cost.plan import LABELS, TOPOLOGIES, Plan, sweep
+from ..cost.plan import Plan, sweep
 from ..cost.prices import PriceBook
 from ..cost.topology import star_unlimited_s
 from ..errors import UsageError
@@ -34,10 +34,9 @@ def plot_plan(plan: Plan, prices: PriceBook, path: str | Path) -> Path:
     i, sizes = plan.inputs, fleet_axis(plan)
     fig = Figure(figsize=(10.0, 7.0), layout="constrained")
     t_ax, usd_ax = fig.subplots(2, 1, sharex=True)
-    for name in TOPOLOGIES:
-        rows = sweep(i, prices, name, sizes)
-        chosen = plan.row(name)
-        (line,) = t_ax.plot(list(sizes), [r.t_bcast_s for r in rows], label=LABELS[name])
+    for chosen in plan.by_topology:
+        rows = sweep(i, prices, chosen.name, sizes)
+        (line,) = t_ax.plot(list(sizes), [r.t_bcast_s for r in rows], label=chosen.label)
         usd_ax.plot(
             list(sizes), [r.total_usd_per_step * i.steps for r in rows], color=line.get_color()
         )

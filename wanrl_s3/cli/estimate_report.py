@@ -58,8 +58,20 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
         f"{plan.workers_needed} workers at {i.worker_rollouts_per_s:g} rollouts/s "
         f"(gamma {i.gamma:g})",
-        f"prices: {provider.display} (as of {provider.as_of}), {i.regions} {region_word}; "
+        f"prices: {provider.display} (read {plan.prices_as_of}), {i.regions} {region_word}; "
         f"run {i.steps} steps = {i.publications} publications",
+        *_cdn_line(plan),
+    ]
+
+
+def _cdn_line(plan: Plan) -> list[str]:
+    """How the CDN rows were modelled, or nothing when no CDN fronts the provider."""
+    if plan.cdn_display is None:
+        return []
+    edges = plan.inputs.cdn_edges
+    return [
+        f"cdn: {plan.cdn_display} in front of the bucket, {edges} edges: each version leaves "
+        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every worker"
     ]
 
 

@@ -19,7 +19,19 @@ from .capacity import (
     step_s_at_pool,
     workers_needed,
 )
-from .egress import Traffic, requests_usd, run_rates, storage_usd, tiered_usd, transfer_usd
+from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
+from .egress import (
+    RunPricing,
+    Traffic,
+    effective_usd_per_gb,
+    month_usd,
+    requests_usd,
+    run_rates,
+    storage_usd,
+    tiered_usd,
+    transfer_usd,
+)
+from .freshness import STALE_AFTER_MONTHS, is_stale, stale_entries, stale_warning
 from .gpu import (
     Activation,
     WorkerOffer,
@@ -31,7 +43,7 @@ from .gpu import (
     saving_fraction,
 )
 from .plan import TOPOLOGIES, Plan, PlanInputs, TopologyEstimate, estimate, evaluate, size_fleet
-from .prices import PriceBook, StoragePrices, load_prices, parse_prices
+from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
 from .topology import (
     chain_count,
     chain_pipelined_s,
@@ -44,11 +56,16 @@ from .topology import (
 )
 
 __all__ = [
+    "DEFAULT_EDGES",
+    "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "Activation",
+    "CdnPrices",
     "Plan",
     "PlanInputs",
     "PriceBook",
+    "Provenance",
+    "RunPricing",
     "StalenessBudget",
     "StoragePrices",
     "TopologyEstimate",
@@ -58,16 +75,21 @@ __all__ = [
     "break_even_step_s",
     "break_even_workers",
     "bubble_ratio",
+    "cdn_download_traffic",
     "chain_count",
     "chain_pipelined_s",
     "cost_per_step_usd",
+    "effective_usd_per_gb",
     "estimate",
     "evaluate",
     "hourly_usd",
     "is_feasible",
+    "is_stale",
     "load_prices",
     "min_feasible_kappa",
+    "month_usd",
     "object_storage_s",
+    "origin_fetches",
     "parse_prices",
     "payload_gb",
     "requests_usd",
@@ -77,6 +99,8 @@ __all__ = [
     "size_fleet",
     "slack_s",
     "snapshot_gb",
+    "stale_entries",
+    "stale_warning",
     "staleness_budget",
     "star_limited_s",
     "star_unlimited_s",

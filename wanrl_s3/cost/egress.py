@@ -16,6 +16,14 @@ Who pays for what:
 * star / peer chain: every copy the trainer sends leaves the trainer's provider;
   relayed copies leave the workers' hosts, billed at ``relay_usd_per_gb``
   (commodity GPU hosts mostly include bandwidth, hence a default of zero).
+* behind a CDN (:mod:`wanrl_s3.cost.cdn`): the edges fetch from the bucket (cache
+  fill, billed at the CDN's price for that origin) and serve the workers (the
+  CDN's own egress ladder and request price).
+
+Free allowances are monthly: a provider's account-wide allowance (AWS's 100 GB)
+and B2's "3x the data stored" cover the first gigabytes of each billing month,
+before the ladder's first tier. See :func:`effective_usd_per_gb` for how a run
+that is shorter or longer than a month is prorated.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ import math
 from dataclasses import dataclass, fields
 
 from ..units import require_int, require_non_negative, require_positive
-from .prices import EgressTier, StoragePrices
+from .prices import CdnPrices, EgressTier, StoragePrices
 
 #: Cloud billing months are 730 hours.
 SECONDS_PER_MONTH = 730 * 3600.0
@@ -42,6 +50,9 @@ class Traffic:
     relay_egress_gb: float = 0.0
     put_requests: float = 0.0
     get_requests: float = 0.0
+    cdn_fill_gb: float = 0.0
+    cdn_egress_gb: float = 0.0
+    cdn_requests: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -122,20 +133,55 @@ def tiered_usd(volume_gb: float, tiers: tuple[EgressTier, ...]) -> float:
     return total
 
 
-def effective_egress_usd_per_gb(
-    total_gb: float, run_s: float, prices: StoragePrices, stored_gb: float = 0.0
-) -> float:
-    """Average per-GB rate of a run's egress after monthly tiers and free allowances.
+def month_usd(volume_gb: float, tiers: tuple[EgressTier, ...], free_gb: float = 0.0) -> float:
+    """One month on a ladder whose first ``free_gb`` are free.
 
-    A run shorter than a month still lands in one billing month, so its whole
-    volume climbs one ladder; a longer run is spread evenly over its months.
+    The allowance covers the month's *first* gigabytes, which sit in the first
+    tier ("100 GB free, then $0.09 up to 10 TB"); the tier bounds do not move.
     """
-    months = max(1.0, require_positive("run_s", run_s) / SECONDS_PER_MONTH)
+    require_non_negative("free_gb", free_gb)
+    return tiered_usd(volume_gb, tiers) - tiered_usd(min(volume_gb, free_gb), tiers)
+
+
+def run_months(run_s: float) -> float:
+    """Billing months a run is spread over: at least one, fractional beyond that."""
+    return max(1.0, require_positive("run_s", run_s) / SECONDS_PER_MONTH)
+
+
+def effective_usd_per_gb(
+    total_gb: float, run_s: float, tiers: tuple[EgressTier, ...], free_gb_per_month: float = 0.0
+) -> float:
+    """Average per-GB rate of a run's volume after monthly tiers and a monthly allowance.
+
+    Proration: a run shorter than a month still lands in one billing month, so
+    its whole volume climbs one ladder and gets one month's allowance (assuming
+    nothing else on the account uses it; ``--no-free-tier`` says otherwise). A
+    longer run is spread evenly over ``run_s / 730 h`` months, each with its own
+    ladder and its own allowance, so a 1.5-month run gets 1.5 allowances.
+    """
+    months = run_months(run_s)
     if total_gb <= 0:
-        return prices.egress_tiers[0].usd_per_gb
-    free_gb = prices.free_egress_storage_multiple * stored_gb
-    billable_gb = max(0.0, total_gb / months - free_gb)
-    return months * tiered_usd(billable_gb, prices.egress_tiers) / total_gb
+        return tiers[0].usd_per_gb
+    return months * month_usd(total_gb / months, tiers, free_gb_per_month) / total_gb
+
+
+def storage_free_gb_per_month(prices: StoragePrices, stored_gb: float, account: bool) -> float:
+    """Free egress a month: B2's multiple of this run's own storage, plus the account allowance."""
+    require_non_negative("stored_gb", stored_gb)
+    account_gb = prices.free_egress_gb_per_month if account else 0.0
+    return prices.free_egress_storage_multiple * stored_gb + account_gb
+
+
+def effective_egress_usd_per_gb(
+    total_gb: float,
+    run_s: float,
+    prices: StoragePrices,
+    stored_gb: float = 0.0,
+    account_allowance: bool = True,
+) -> float:
+    """A storage provider's internet egress rate for this run, allowances included."""
+    free_gb = storage_free_gb_per_month(prices, stored_gb, account_allowance)
+    return effective_usd_per_gb(total_gb, run_s, prices.egress_tiers, free_gb)
 
 
 @dataclass(frozen=True)
@@ -148,29 +194,53 @@ class Rates:
     relay_egress_usd_per_gb: float
     put_usd_per_1000: float
     get_usd_per_1000: float
+    cdn_fill_usd_per_gb: float = 0.0
+    cdn_egress_usd_per_gb: float = 0.0
+    cdn_request_usd_per_1000: float = 0.0
 
 
-def run_rates(
-    run: Traffic,
-    storage: StoragePrices,
-    trainer: StoragePrices | None,
-    relay_usd_per_gb: float,
-    run_s: float,
-    stored_gb: float = 0.0,
-) -> Rates:
-    """Rates for this run's volumes; ``trainer=None`` means a flat-rate trainer link."""
+@dataclass(frozen=True)
+class RunPricing:
+    """Who bills what in a run, and the run's shape: all :func:`run_rates` needs but traffic."""
+
+    storage: StoragePrices
+    trainer: StoragePrices | None
+    run_s: float
+    stored_gb: float = 0.0
+    relay_usd_per_gb: float = 0.0
+    replica_regions: tuple[str, ...] = ()
+    cdn: CdnPrices | None = None
+    account_allowances: bool = True
+
+
+def run_rates(run: Traffic, pricing: RunPricing) -> Rates:
+    """Rates for this run's volumes; ``pricing.trainer=None`` means a flat-rate trainer link."""
+    p, account = pricing, pricing.account_allowances
     trainer_rate = 0.0
-    if trainer is not None:
-        trainer_rate = effective_egress_usd_per_gb(run.trainer_egress_gb, run_s, trainer)
+    if p.trainer is not None:
+        trainer_rate = effective_egress_usd_per_gb(
+            run.trainer_egress_gb, p.run_s, p.trainer, account_allowance=account
+        )
+    cdn_rates = {}
+    if p.cdn is not None:
+        cdn_free_gb = p.cdn.free_egress_gb_per_month if account else 0.0
+        cdn_rates = {
+            "cdn_fill_usd_per_gb": p.cdn.fill_usd_per_gb[p.storage.name],
+            "cdn_egress_usd_per_gb": effective_usd_per_gb(
+                run.cdn_egress_gb, p.run_s, p.cdn.egress_tiers, cdn_free_gb
+            ),
+            "cdn_request_usd_per_1000": p.cdn.request_usd_per_1000,
+        }
     return Rates(
         storage_egress_usd_per_gb=effective_egress_usd_per_gb(
-            run.storage_egress_gb, run_s, storage, stored_gb
+            run.storage_egress_gb, p.run_s, p.storage, p.stored_gb, account
         ),
         trainer_egress_usd_per_gb=trainer_rate,
-        inter_region_usd_per_gb=storage.inter_region_usd_per_gb,
-        relay_egress_usd_per_gb=require_non_negative("relay_usd_per_gb", relay_usd_per_gb),
-        put_usd_per_1000=storage.put_usd_per_1000,
-        get_usd_per_1000=storage.get_usd_per_1000,
+        inter_region_usd_per_gb=p.storage.inter_region_rate(p.replica_regions),
+        relay_egress_usd_per_gb=require_non_negative("relay_usd_per_gb", p.relay_usd_per_gb),
+        put_usd_per_1000=p.storage.put_usd_per_1000,
+        get_usd_per_1000=p.storage.get_usd_per_1000,
+        **cdn_rates,
     )
 
 
@@ -181,14 +251,17 @@ def transfer_usd(traffic: Traffic, rates: Rates) -> float:
         + traffic.trainer_egress_gb * rates.trainer_egress_usd_per_gb
         + traffic.inter_region_gb * rates.inter_region_usd_per_gb
         + traffic.relay_egress_gb * rates.relay_egress_usd_per_gb
+        + traffic.cdn_fill_gb * rates.cdn_fill_usd_per_gb
+        + traffic.cdn_egress_gb * rates.cdn_egress_usd_per_gb
     )
 
 
 def requests_usd(traffic: Traffic, rates: Rates) -> float:
-    """Request charges: PUTs of every copy, GETs of every fetch and poll."""
+    """Request charges: PUTs of every copy, GETs of every fetch and poll, CDN edge requests."""
     return (
         traffic.put_requests * rates.put_usd_per_1000
         + traffic.get_requests * rates.get_usd_per_1000
+        + traffic.cdn_requests * rates.cdn_request_usd_per_1000
     ) / 1000.0
 
 

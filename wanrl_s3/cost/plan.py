@@ -17,17 +17,26 @@ from ..staleness import MAX_STABLE_STALENESS, MIN_STALENESS
 from ..units import require_int, require_non_negative, require_positive
 from . import capacity as cap
 from . import egress, topology
+from .cdn import DEFAULT_EDGES, cdn_download_traffic
 from .gpu import hourly_usd
-from .prices import PriceBook, StoragePrices
+from .prices import CdnPrices, PriceBook, StoragePrices
 
 #: Topology names, in the order the report prints them.
-TOPOLOGIES = ("object_storage_full", "object_storage_delta", "star", "peer_chain")
+TOPOLOGIES = (
+    "object_storage_full", "object_storage_delta", "cdn_full", "cdn_delta", "star", "peer_chain",
+)  # fmt: skip
 LABELS = {
     "object_storage_full": "object storage full",
     "object_storage_delta": "object storage delta",
+    "cdn_full": "CDN full",
+    "cdn_delta": "CDN delta",
     "star": "star",
     "peer_chain": "peer chain",
 }
+#: Rows served through object storage (uploads, retained versions), with or without a CDN.
+BUCKET_ROWS = ("object_storage_full", "object_storage_delta", "cdn_full", "cdn_delta")
+CDN_ROWS = ("cdn_full", "cdn_delta")
+DELTA_ROWS = ("object_storage_delta", "cdn_delta")
 #: The trainer's link is bought flat (no per-GB egress), e.g. an on-premises uplink.
 FLAT_RATE = "flat"
 #: Give up sizing past this many workers: the answer is "no fleet", not a number.
@@ -65,6 +74,10 @@ class PlanInputs:
     keyframe_every: int = 10
     retained_versions: int = 2
     poll_interval_s: float = 10.0
+    cdn: str | None = None
+    cdn_edges: int = DEFAULT_EDGES
+    replica_regions: tuple[str, ...] = ()
+    free_tier: bool = True
 
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
@@ -72,8 +85,15 @@ class PlanInputs:
             require_positive(name, getattr(self, name))
         for name in ("chunk_mb", "poll_interval_s"):
             require_positive(name, getattr(self, name))
-        for name in ("batch", "regions", "steps", "keyframe_every", "retained_versions"):
+        for name in (
+            "batch", "regions", "steps", "keyframe_every", "retained_versions", "cdn_edges",
+        ):  # fmt: skip
             require_int(name, getattr(self, name))
+        if self.replica_regions and self.regions != 1 + len(self.replica_regions):
+            raise UsageError(
+                f"regions must be 1 + the {len(self.replica_regions)} replica regions named, "
+                f"got {self.regions} (leave --regions out when naming --replica-regions)"
+            )
         require_non_negative("replication_lag_s", self.replication_lag_s)
         require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
         if self.upload_mbps is not None:
@@ -160,6 +180,8 @@ class Plan:
     recommended: str
     reason: str
     prices_as_of: str
+    price_entries: tuple[str, ...] = ()
+    cdn_display: str | None = None
     warnings: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
@@ -194,6 +216,8 @@ class Plan:
             "publications": i.publications,
             "provider": i.provider,
             "prices_as_of": self.prices_as_of,
+            "price_entries": list(self.price_entries),
+            "cdn": self.cdn_display,
             "recommended": self.recommended,
             "reason": self.reason,
             "warnings": list(self.warnings),
@@ -205,8 +229,8 @@ class Plan:
 def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     """Modelled broadcast time of one topology at a fleet size."""
     i = inputs
-    if name in ("object_storage_full", "object_storage_delta"):
-        payload = i.snapshot_gb if name == "object_storage_full" else i.delta_gb
+    if name in BUCKET_ROWS:
+        payload = i.delta_gb if name in DELTA_ROWS else i.snapshot_gb
         return topology.object_storage_s(
             payload, i.downlink_mbps, i.upload_mbps or i.uplink_mbps,
             i.regions, i.replicate, i.replication_lag_s,
@@ -255,16 +279,21 @@ def _traffic(
     def upload(gb: float) -> egress.Traffic:
         return egress.upload_traffic(gb, i.chunk_mb, i.regions, i.replicate, in_cloud)
 
-    full = upload(i.snapshot_gb) + egress.download_traffic(i.snapshot_gb, i.chunk_mb, workers)
+    def download(gb: float) -> egress.Traffic:
+        if name in CDN_ROWS:
+            return cdn_download_traffic(gb, i.chunk_mb, workers, i.cdn_edges)
+        return egress.download_traffic(gb, i.chunk_mb, workers)
+
+    full = upload(i.snapshot_gb) + download(i.snapshot_gb)
     polls = egress.polling_traffic(workers, period_s, i.poll_interval_s)
     stored_gb = i.regions * i.retained_versions * i.snapshot_gb
-    if name == "object_storage_full":
+    if name not in DELTA_ROWS:
         return full + polls, full, stored_gb
     # A delta publication also carries a keyframe upload every keyframe_every versions;
     # workers that keep up never download it, but new ones start from one (``full``).
     per_pub = (
         upload(i.delta_gb)
-        + egress.download_traffic(i.delta_gb, i.chunk_mb, workers)
+        + download(i.delta_gb)
         + upload(i.snapshot_gb).times(1.0 / i.keyframe_every)
         + polls
     )
@@ -273,6 +302,18 @@ def _traffic(
 
 def _chains(inputs: PlanInputs) -> int:
     return topology.chain_count(inputs.uplink_mbps, inputs.downlink_mbps)
+
+
+def cdn_prices(inputs: PlanInputs, prices: PriceBook) -> CdnPrices | None:
+    """The CDN in front of the bucket (``--cdn``, else the first the table lists for it)."""
+    return prices.cdn_for(inputs.provider, inputs.cdn)
+
+
+def topologies(inputs: PlanInputs, prices: PriceBook) -> tuple[str, ...]:
+    """The rows this plan prices: the CDN rows only when a CDN fronts the provider."""
+    if cdn_prices(inputs, prices) is None:
+        return tuple(t for t in TOPOLOGIES if t not in CDN_ROWS)
+    return TOPOLOGIES
 
 
 def _trainer_prices(inputs: PlanInputs, prices: PriceBook) -> StoragePrices | None:
@@ -310,9 +351,20 @@ def _run_costs(
     per_pub, initial, stored_gb = _traffic(i, name, workers, i.kappa * step_s)
     run = initial + per_pub.times(i.publications)
     storage = prices.provider(i.provider)
-    rates = egress.run_rates(
-        run, storage, _trainer_prices(i, prices), i.relay_usd_per_gb, run_s, stored_gb
+    cdn = cdn_prices(i, prices) if name in CDN_ROWS else None
+    if name in CDN_ROWS and cdn is None:
+        raise UsageError(f"{LABELS[name]}: no CDN fronts {i.provider!r} in the price table")
+    pricing = egress.RunPricing(
+        storage=storage,
+        trainer=_trainer_prices(i, prices),
+        run_s=run_s,
+        stored_gb=stored_gb,
+        relay_usd_per_gb=i.relay_usd_per_gb,
+        replica_regions=i.replica_regions,
+        cdn=cdn,
+        account_allowances=i.free_tier,
     )
+    rates = egress.run_rates(run, pricing)
     return _RunCosts(
         egress_usd_per_publication=egress.transfer_usd(per_pub, rates),
         egress_usd_per_run=egress.transfer_usd(run, rates),
@@ -341,7 +393,7 @@ def evaluate(inputs: PlanInputs, prices: PriceBook, name: str, workers: int) -> 
         )
     return TopologyEstimate(
         name=name,
-        payload_gb=i.delta_gb if name == "object_storage_delta" else i.snapshot_gb,
+        payload_gb=i.delta_gb if name in DELTA_ROWS else i.snapshot_gb,
         t_bcast_s=t_bcast,
         feasible=feasible,
         fleet_workers=workers,
@@ -419,7 +471,8 @@ def estimate(inputs: PlanInputs, prices: PriceBook) -> Plan:
     """
     i = inputs
     rows = tuple(
-        evaluate(i, prices, name, i.workers or size_fleet(i, name)[0]) for name in TOPOLOGIES
+        evaluate(i, prices, name, i.workers or size_fleet(i, name)[0])
+        for name in topologies(i, prices)
     )
     if i.t_bcast_s is None and not any(r.feasible for r in rows):
         fastest = min(rows, key=lambda r: r.t_bcast_s)
@@ -445,9 +498,28 @@ def estimate(inputs: PlanInputs, prices: PriceBook) -> Plan:
         by_topology=rows,
         recommended=recommended,
         reason=reason,
-        prices_as_of=prices.provider(i.provider).as_of,
+        prices_as_of=prices.provider(i.provider).provenance.read_on.isoformat(),
+        price_entries=price_entries(i, prices),
+        cdn_display=_cdn_display(i, prices),
         warnings=_warnings(i, rows),
     )
+
+
+def price_entries(inputs: PlanInputs, prices: PriceBook) -> tuple[str, ...]:
+    """Keys of the price-table entries this estimate used, for the staleness check."""
+    i, used = inputs, [f"storage.{inputs.provider}"]
+    trainer = i.trainer_provider or i.provider
+    if trainer not in (FLAT_RATE, i.provider):
+        used.append(f"storage.{trainer}")
+    cdn = cdn_prices(i, prices)
+    if cdn is not None:
+        used.append(f"cdns.{cdn.name}")
+    return (*used, "gpus")
+
+
+def _cdn_display(inputs: PlanInputs, prices: PriceBook) -> str | None:
+    cdn = cdn_prices(inputs, prices)
+    return None if cdn is None else cdn.display
 
 
 def _warnings(inputs: PlanInputs, rows: tuple[TopologyEstimate, ...]) -> tuple[str, ...]:

@@ -1,26 +1,39 @@
-"""Price data: the dated list prices shipped in ``prices.json``, or the user's own file.
+"""Price data: the dated, sourced list prices shipped in ``prices.json``, or the user's own file.
 
 Everything is converted on load to US dollars per *decimal* gigabyte, the unit
 the rest of the planner counts bytes in, so a provider that bills per GiB
-costs ~7% more per decimal GB than its list figure reads. Loading validates
-every field and names the one that is wrong: a typo in a price file must not
-turn into a silently free egress line.
+costs ~7% more per decimal GB than its list figure reads. Every entry keeps
+where its figures came from and the day they were read (:class:`Provenance`),
+so a report can say how old the price behind a number is. The file format and
+its strict validation live in :mod:`wanrl_s3.cost.price_file`.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import date
 from importlib import resources
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from ..errors import UsageError
 
-_DECIMAL_GB = 1e9
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an entry's figures came from, when they were read, and how sure we are of them."""
+
+    source: str
+    read_on: date
+    source_note: str
+
+    def __post_init__(self) -> None:
+        if not self.source.startswith("https://"):
+            raise UsageError(f"prices: source must be an https:// URL, got {self.source!r}")
 
 
 @dataclass(frozen=True)
@@ -42,32 +55,75 @@ class StoragePrices:
 
     name: str
     display: str
-    source: str
-    as_of: str
+    provenance: Provenance
+    billed_gb_bytes: float
     storage_usd_per_gb_month: float
     put_usd_per_1000: float
     get_usd_per_1000: float
     inter_region_usd_per_gb: float
     egress_tiers: tuple[EgressTier, ...]
+    free_egress_gb_per_month: float = 0.0
     free_egress_storage_multiple: float = 0.0
     hosts_compute: bool = True
+    home_region: str = ""
+    inter_region_to: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for field in ("storage_usd_per_gb_month", "put_usd_per_1000", "get_usd_per_1000"):
-            _price(f"{self.name}.{field}", getattr(self, field))
-        _price(f"{self.name}.inter_region_usd_per_gb", self.inter_region_usd_per_gb)
-        _price(f"{self.name}.free_egress_storage_multiple", self.free_egress_storage_multiple)
-        _check_tiers(self.name, self.egress_tiers)
+        for name in (
+            "storage_usd_per_gb_month", "put_usd_per_1000", "get_usd_per_1000",
+            "inter_region_usd_per_gb", "free_egress_gb_per_month", "free_egress_storage_multiple",
+        ):  # fmt: skip
+            _price(f"{self.name}.{name}", getattr(self, name))
+        for region, rate in self.inter_region_to.items():
+            _price(f"{self.name}.inter_region.to.{region}", rate)
+        check_tiers(self.name, self.egress_tiers)
+
+    def inter_region_rate(self, replicas: tuple[str, ...] = ()) -> float:
+        """Average per-GB price of one copy to each replica region (the default with none named).
+
+        Every replica receives the same bytes, so the mean pair rate prices them all.
+        """
+        if not replicas:
+            return self.inter_region_usd_per_gb
+        return statistics.fmean(
+            self.inter_region_to.get(r, self.inter_region_usd_per_gb) for r in replicas
+        )
+
+
+@dataclass(frozen=True)
+class CdnPrices:
+    """A CDN in front of object storage: edge egress ladder, requests, and the fill per origin."""
+
+    name: str
+    display: str
+    provenance: Provenance
+    billed_gb_bytes: float
+    egress_tiers: tuple[EgressTier, ...]
+    request_usd_per_1000: float
+    fill_usd_per_gb: Mapping[str, float]
+    free_egress_gb_per_month: float = 0.0
+
+    def __post_init__(self) -> None:
+        _price(f"{self.name}.request_usd_per_1000", self.request_usd_per_1000)
+        _price(f"{self.name}.free_egress_gb_per_month", self.free_egress_gb_per_month)
+        for origin, rate in self.fill_usd_per_gb.items():
+            _price(f"{self.name}.origins.{origin}", rate)
+        check_tiers(self.name, self.egress_tiers)
+
+
+#: ``--cdn none``: price no CDN rows.
+NO_CDN = "none"
 
 
 @dataclass(frozen=True)
 class PriceBook:
-    """All providers plus GPU hourly rates, with where and when they were read."""
+    """All providers, CDNs and GPU hourly rates, each with where and when it was read."""
 
     storage: Mapping[str, StoragePrices]
     gpu_usd_per_hour: Mapping[str, float]
-    gpu_source: str
-    gpu_as_of: str
+    gpu_provenance: Provenance
+    cdns: Mapping[str, CdnPrices] = field(default_factory=dict)
+    recorded: date | None = None
 
     def __post_init__(self) -> None:
         if not self.storage:
@@ -77,21 +133,48 @@ class PriceBook:
 
     def provider(self, name: str) -> StoragePrices:
         """Look a provider up, naming the known ones when the name is wrong."""
-        try:
-            return self.storage[name]
-        except KeyError:
-            known = ", ".join(sorted(self.storage))
-            raise UsageError(f"unknown provider {name!r}; known: {known}") from None
+        return _lookup(self.storage, name, "provider", "")
+
+    def cdn(self, name: str) -> CdnPrices:
+        """Look a CDN up, naming the known ones when the name is wrong."""
+        return _lookup(self.cdns, name, "CDN", f", or {NO_CDN}")
+
+    def cdn_for(self, provider: str, requested: str | None = None) -> CdnPrices | None:
+        """The CDN in front of ``provider``: the one asked for, else the first that lists it.
+
+        A CDN that cannot front this provider (no fill price for it) is refused by name.
+        """
+        if requested == NO_CDN:
+            return None
+        if requested is None:
+            return next((c for c in self.cdns.values() if provider in c.fill_usd_per_gb), None)
+        cdn = self.cdn(requested)
+        if provider not in cdn.fill_usd_per_gb:
+            fronts = ", ".join(sorted(cdn.fill_usd_per_gb)) or "nothing"
+            raise UsageError(
+                f"CDN {requested!r} has no origin price for {provider!r} (it fronts: {fronts}); "
+                f"pick another with --cdn, or --cdn {NO_CDN}"
+            )
+        return cdn
 
     def gpu_rate(self, gpu: str) -> float:
         """Hourly price of one GPU model, naming the known ones when the name is wrong."""
-        try:
-            return self.gpu_usd_per_hour[gpu]
-        except KeyError:
-            known = ", ".join(sorted(self.gpu_usd_per_hour))
-            raise UsageError(
-                f"unknown GPU {gpu!r}; known: {known} (add it with --prices)"
-            ) from None
+        return _lookup(self.gpu_usd_per_hour, gpu, "GPU", " (add it with --prices)")
+
+    def entries(self) -> dict[str, Provenance]:
+        """Every dated entry by its key in the file (storage.aws, cdns.cloudfront, gpus)."""
+        found = {f"storage.{k}": v.provenance for k, v in self.storage.items()}
+        found.update({f"cdns.{k}": v.provenance for k, v in self.cdns.items()})
+        found["gpus"] = self.gpu_provenance
+        return found
+
+
+def _lookup(table: Mapping[str, Any], name: str, what: str, extra: str) -> Any:
+    try:
+        return table[name]
+    except KeyError:
+        known = ", ".join(sorted(table))
+        raise UsageError(f"unknown {what} {name!r}; known: {known}{extra}") from None
 
 
 def _price(name: str, value: object) -> float:
@@ -102,97 +185,42 @@ def _price(name: str, value: object) -> float:
     return float(value)
 
 
-def _flag(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise UsageError(f"prices: {name} must be true or false, got {value!r}")
-    return value
-
-
-def _check_tiers(name: str, tiers: tuple[EgressTier, ...]) -> None:
+def check_tiers(name: str, tiers: tuple[EgressTier, ...]) -> None:
     """Tiers must rise strictly and end open, or some volume would have no price."""
     if not tiers or tiers[-1].up_to_gb is not None:
-        raise UsageError(f"prices: {name}.egress_tiers must end with a tier whose up_to_gb is null")
+        raise UsageError(
+            f"prices: {name}.egress_tiers must end with a tier whose up_to_gb is null "
+            "(the open-ended top tier)"
+        )
     bounds = [t.up_to_gb for t in tiers[:-1]]
     if any(b is None for b in bounds) or bounds != sorted(set(bounds)):  # type: ignore[type-var]
-        raise UsageError(f"prices: {name}.egress_tiers up_to_gb must increase strictly")
-
-
-def _field(data: Mapping[str, Any], key: str, where: str) -> Any:
-    if not isinstance(data, Mapping) or key not in data:
-        raise UsageError(f"prices: missing key {where}.{key}")
-    return data[key]
-
-
-def _parse_tier(data: Mapping[str, Any], where: str, per_gb: float) -> EgressTier:
-    bound = _field(data, "up_to_gb", where)
-    return EgressTier(
-        up_to_gb=None if bound is None else _price(f"{where}.up_to_gb", bound) / per_gb,
-        usd_per_gb=_price(f"{where}.usd_per_gb", _field(data, "usd_per_gb", where)) * per_gb,
-    )
-
-
-def _parse_provider(name: str, data: Mapping[str, Any]) -> StoragePrices:
-    """Convert one provider from its billed unit to decimal GB."""
-    where = f"storage.{name}"
-    unit_bytes = _price(f"{where}.billed_gb_bytes", _field(data, "billed_gb_bytes", where))
-    if unit_bytes not in (1e9, 2.0**30):
-        raise UsageError(f"prices: {where}.billed_gb_bytes must be 1000000000 or 1073741824")
-    per_gb = _DECIMAL_GB / unit_bytes  # billed units in one decimal GB
-    raw_tiers = _field(data, "egress_tiers", where)
-    if not isinstance(raw_tiers, list):
-        raise UsageError(f"prices: {where}.egress_tiers must be a list")
-    tiers = tuple(
-        _parse_tier(t, f"{where}.egress_tiers[{i}]", per_gb) for i, t in enumerate(raw_tiers)
-    )
-    per_gb_prices = {
-        key: _price(f"{where}.{key}", _field(data, key, where)) * per_gb
-        for key in ("storage_usd_per_gb_month", "inter_region_usd_per_gb")
-    }
-    return StoragePrices(
-        name=name,
-        display=str(_field(data, "display", where)),
-        source=str(_field(data, "source", where)),
-        as_of=str(_field(data, "as_of", where)),
-        put_usd_per_1000=_price(f"{where}.put", _field(data, "put_usd_per_1000", where)),
-        get_usd_per_1000=_price(f"{where}.get", _field(data, "get_usd_per_1000", where)),
-        egress_tiers=tiers,
-        free_egress_storage_multiple=_price(
-            f"{where}.free_egress_storage_multiple", data.get("free_egress_storage_multiple", 0)
-        ),
-        hosts_compute=_flag(f"{where}.hosts_compute", data.get("hosts_compute", True)),
-        **per_gb_prices,
-    )
+        raise UsageError(
+            f"prices: {name}.egress_tiers up_to_gb must increase strictly "
+            "(each bound is a cumulative monthly volume)"
+        )
 
 
 def parse_prices(data: Mapping[str, Any]) -> PriceBook:
     """Build a validated :class:`PriceBook` from the decoded JSON document."""
-    storage = _field(data, "storage", "")
-    gpus = _field(data, "gpus", "")
-    if not isinstance(storage, Mapping):
-        raise UsageError("prices: 'storage' must be an object keyed by provider")
-    rates = _field(gpus, "usd_per_hour", "gpus")
-    if not isinstance(rates, Mapping):
-        raise UsageError("prices: 'gpus.usd_per_hour' must be an object keyed by GPU")
-    return PriceBook(
-        storage=MappingProxyType({k: _parse_provider(k, v) for k, v in storage.items()}),
-        gpu_usd_per_hour=MappingProxyType(
-            {k: _price(f"gpus.usd_per_hour.{k}", v) for k, v in rates.items()}
-        ),
-        gpu_source=str(_field(gpus, "source", "gpus")),
-        gpu_as_of=str(_field(gpus, "as_of", "gpus")),
-    )
+    from .price_file import parse_document
+
+    return parse_document(data)
 
 
-def load_prices(path: str | Path | None = None) -> PriceBook:
-    """Read the shipped price file, or ``path`` when the user brings their own quotes."""
+def read_price_document(path: str | Path | None = None) -> Any:
+    """The decoded JSON of the shipped file or of ``path``; unreadable or broken: UsageError."""
     try:
         if path is None:
             text = resources.files(__package__).joinpath("prices.json").read_text("utf-8")
         else:
             text = Path(path).read_text(encoding="utf-8")
-        data = json.loads(text)
+        return json.loads(text)
     except OSError as exc:
         raise UsageError(f"cannot read prices file {path}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise UsageError(f"prices file {path or 'prices.json'} is not valid JSON: {exc}") from exc
-    return parse_prices(data)
+
+
+def load_prices(path: str | Path | None = None) -> PriceBook:
+    """Read the shipped price file, or ``path`` when the user brings their own quotes."""
+    return parse_prices(read_price_document(path))

@@ -1,0 +1,90 @@
+"""Object storage behind a CDN: origin fetches per version and edge, fill, edge egress, allowances.
+
+Expected figures are worked out here from the price table's numbers (per GiB
+for AWS and Google, so divided by 1.073741824 to get per decimal GB).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from wanrl_s3.cost.cdn import cdn_download_traffic, origin_fetches
+from wanrl_s3.cost.plan import CDN_ROWS, PlanInputs, estimate, evaluate, topologies
+from wanrl_s3.cost.prices import PriceBook
+from wanrl_s3.errors import UsageError
+
+GIB = 1.073741824
+
+
+def test_each_edge_fetches_a_version_once() -> None:
+    assert origin_fetches(workers=11, edges=8) == 8
+    assert origin_fetches(workers=5, edges=8) == 5  # fewer workers than edges
+    t = cdn_download_traffic(16.4, 64.0, workers=11, edges=8)
+    assert (t.cdn_fill_gb, t.cdn_egress_gb) == (pytest.approx(8 * 16.4), pytest.approx(11 * 16.4))
+    assert t.storage_egress_gb == 0.0  # the bucket serves only the edges
+    assert t.cdn_requests == 11 * (257 + 1)  # 257 chunks and the manifest per worker
+    assert t.get_requests == 8 * (257 + 1) + 11  # edge fills, and LATEST stays on the bucket
+
+
+def test_cloudfront_in_front_of_s3(inputs_8b: PlanInputs, prices: PriceBook) -> None:
+    row = evaluate(inputs_8b, prices, "cdn_full", 11)
+    # S3 to CloudFront is free; 51 versions x 11 workers leave the edges in one month,
+    # the first 1 TB (1,024 GiB) free, the rest in the first $0.085/GiB tier.
+    run_gb = 51 * 11 * 16.4
+    assert row.egress_usd_per_run == pytest.approx((run_gb - 1024 * GIB) * 0.085 / GIB)
+    plain = evaluate(inputs_8b, prices, "object_storage_full", 11)
+    assert row.egress_usd_per_run < plain.egress_usd_per_run
+
+
+def test_cloud_cdn_bills_the_cache_fill(inputs_8b: PlanInputs, prices: PriceBook) -> None:
+    gcs = dataclasses.replace(inputs_8b, provider="gcs")
+    row = evaluate(gcs, prices, "cdn_full", 11)
+    fill_usd = 51 * 8 * 16.4 * 0.01 / GIB  # 8 edges fetch each version, $0.01/GiB
+    edge_usd = 51 * 11 * 16.4 * 0.08 / GIB  # under 10 TiB a month, no free allowance
+    assert row.egress_usd_per_run == pytest.approx(fill_usd + edge_usd)
+    shielded = evaluate(dataclasses.replace(gcs, cdn_edges=1), prices, "cdn_full", 11)
+    assert row.egress_usd_per_run - shielded.egress_usd_per_run == pytest.approx(
+        51 * 7 * 16.4 * 0.01 / GIB
+    )
+
+
+def test_cloudflare_in_front_of_b2_is_free_egress(inputs_8b: PlanInputs, prices: PriceBook) -> None:
+    b2 = dataclasses.replace(inputs_8b, provider="b2", trainer_provider="flat")
+    assert evaluate(b2, prices, "cdn_full", 11).egress_usd_per_run == 0.0
+    # Without the CDN, B2 bills what its 3x-stored allowance does not cover: 2 retained
+    # versions of 16.4 GB stored, so 98.4 GB a month free, then $0.01/GB.
+    run_gb = 51 * 11 * 16.4
+    plain = evaluate(b2, prices, "object_storage_full", 11)
+    assert plain.egress_usd_per_run == pytest.approx((run_gb - 3 * 2 * 16.4) * 0.01)
+
+
+def test_the_free_tier_flag_takes_the_account_allowances_back(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    paid = dataclasses.replace(inputs_8b, free_tier=False)
+    row = evaluate(paid, prices, "cdn_full", 11)
+    assert row.egress_usd_per_run == pytest.approx(51 * 11 * 16.4 * 0.085 / GIB)
+    plain = evaluate(paid, prices, "object_storage_full", 11)
+    assert plain.egress_usd_per_run == pytest.approx(51 * 11 * 16.4 * 0.09 / GIB)
+
+
+def test_cdn_rows_only_where_a_cdn_fronts_the_provider(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    assert set(CDN_ROWS) <= set(topologies(inputs_8b, prices))
+    azure = dataclasses.replace(inputs_8b, provider="azure")  # no Azure CDN in the table
+    assert not set(CDN_ROWS) & set(topologies(azure, prices))
+    off = dataclasses.replace(inputs_8b, cdn="none")
+    assert not set(CDN_ROWS) & {r.name for r in estimate(off, prices).by_topology}
+    with pytest.raises(UsageError, match="has no origin price for 'aws'"):
+        estimate(dataclasses.replace(inputs_8b, cdn="cloud_cdn"), prices)
+
+
+def test_the_plan_names_the_entries_it_used(inputs_8b: PlanInputs, prices: PriceBook) -> None:
+    assert estimate(inputs_8b, prices).price_entries == ("storage.aws", "cdns.cloudfront", "gpus")
+    r2 = dataclasses.replace(inputs_8b, provider="r2", trainer_provider="aws")
+    assert estimate(r2, prices).price_entries == (
+        "storage.r2", "storage.aws", "cdns.cloudflare", "gpus",
+    )  # fmt: skip
