@@ -4,39 +4,48 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# Two stamps, so that `make demo` installs only what the demo needs:
+#   BASE: torch (CPU) and the dev extra (moto, matplotlib, pytest...): the demo runs on it;
+#   FULL: BASE plus the verl extra and checkov (about 2 GB): what `make test` needs too.
+BASE   := $(VENV)/.installed-base
+FULL   := $(VENV)/.installed-full
+PIP    := $(BIN)/pip install -q --disable-pip-version-check
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
 .PHONY: demo test test-slow bench lint format venv clean
 
-venv: $(STAMP)
+venv: $(FULL)
 
-$(STAMP): pyproject.toml requirements/constraints.txt
+$(BASE): pyproject.toml requirements/constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
-	$(BIN)/pip install -q --disable-pip-version-check $(TORCH)
-	$(BIN)/pip install -q --disable-pip-version-check -c requirements/constraints.txt -e '.[dev,verl]'
-	scripts/install-checkov.sh
-	touch $(STAMP)
+	$(PIP) --upgrade pip
+	$(PIP) $(TORCH)
+	$(PIP) -c requirements/constraints.txt -e '.[dev]'
+	touch $(BASE)
 
-demo: $(STAMP)
+$(FULL): $(BASE)
+	$(PIP) -c requirements/constraints.txt -e '.[dev,verl]'
+	scripts/install-checkov.sh
+	touch $(FULL)
+
+demo: $(BASE)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
+test: $(FULL)
 	$(BIN)/python -m pytest -q -m "not slow"
 
-test-slow: $(STAMP)
+test-slow: $(FULL)
 	$(BIN)/python -m pytest -q -m slow
 
-bench: $(STAMP)
+bench: $(FULL)
 	$(BIN)/python benchmarks/run_all.py
 
-lint: $(STAMP)
+lint: $(FULL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-format: $(STAMP)
+format: $(FULL)
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 

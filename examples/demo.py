@@ -1,130 +1,493 @@
-"""The wanrl-s3 demo: publish a policy, pull it from another process, then ship a delta.
+"""The wanrl-s3 demo: asynchronous RL whose policies reach the fleet only through buckets.
 
-    make demo
+    make demo                                    # about 3 minutes on 2 CPU cores
+    .venv/bin/python examples/demo.py --help     # sizes, kappa, --delta, --out-dir
 
-1. starts a local S3 endpoint (moto's ThreadedMotoServer on 127.0.0.1),
-2. builds a 291M-parameter LLaMA-style policy (582 MB of bf16 tensors),
-3. publishes it as version 1 (a full keyframe) from this process,
-4. pulls it back with `wanrl-s3 pull` in another process and checks it bit for bit,
-5. moves 1% of the weights by one bf16 ulp (what a few RL steps at lr ~1e-6 do),
-   publishes version 2, which goes out as a sparse bit-exact delta,
-6. pulls version 2 in another process with `--have` the version-1 file, so only the
-   delta moves, and checks it bit for bit again.
+1. Starts a local S3 endpoint (moto on 127.0.0.1) with one bucket per region
+   (us-east, eu-west); the learner publishes to both (fanout mode).
+2. Starts four rollout worker processes, two per region. Each watches its own
+   region's bucket, installs every verified version between two batches, samples
+   completions from the policy it holds while the next version downloads, tags
+   each with that version and sends it to the learner on a multiprocessing queue.
+3. The learner, a small transformer built here from scratch, learns to reverse
+   digits by GRPO-style policy gradient. It admits trajectories through a
+   StalenessFilter with S = kappa + 1 and trains only on admitted ones; every
+   kappa steps it publishes a version (delta="auto").
+4. Alongside, it publishes a second run, a 110 MB LLaMA-shaped model moving 1%
+   of its values per version, to the same fleet: the case where deltas pay,
+   against the small policy where ``auto`` rightly ships full snapshots.
+5. Prints the report (versions, phases, T_bcast at 90% from the workers' status
+   objects, admission, reward, the planner beside the measurements, the 8B
+   reference point) and writes it as JSON with a PNG beside it.
+
+Exits 1 if any worker installed bits that differ from what the learner
+published, if a trajectory older than the budget was trained on, or if no
+version reached every worker.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import subprocess
+import multiprocessing as mp
+import os
+import queue
 import sys
-import tempfile
+import threading
 import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from multiprocessing import forkserver
 from pathlib import Path
+from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the rl_demo_* helpers
 
-from wanrl_s3.io.safetensors_file import SafetensorsFile
-from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.store import open_store
-from wanrl_s3.testing import local_s3, make_bucket
-from wanrl_s3.testing.synthetic import (
-    llama_like_layout,
-    nudge_state,
-    param_count,
-    random_bf16_state,
+import rl_demo_report as rep
+import torch
+from rl_demo_fleet import RUNS, WorkerSpec, run_worker
+from rl_demo_learner import DemoError, EventLog, Intake, LearnerConfig, StepRecord, train
+from rl_demo_policy import Policy, TaskConfig, bf16_state, param_count
+from rl_demo_publish import Channel, LargeModel, RunPublisher
+
+from wanrl_s3 import (
+    DELTA_MODES,
+    PublishConfig,
+    StalenessConfig,
+    StalenessFilter,
+    WanrlError,
+    open_store,
 )
+from wanrl_s3.testing import llama_like_layout, local_s3, make_bucket
 
-CLI = [sys.executable, "-m", "wanrl_s3.cli"]
+HERE = Path(__file__).resolve().parent
+REGIONS = ("us-east", "eu-west")
+DEFAULT_OUT = HERE.parent / "out" / "demo"  # out/ is git-ignored
 
 
-def pull(store_url: str, endpoint: str, out: Path, version: int, have: Path | None) -> dict:
-    """`wanrl-s3 pull` in a separate process; returns its JSON summary."""
-    cmd = [
-        *CLI,
-        "pull",
-        "--store",
-        store_url,
-        "--endpoint-url",
-        endpoint,
-        "--version",
-        str(version),
-        "--out",
-        str(out),
-        "--json",
+@dataclass(frozen=True)
+class DemoConfig:
+    """The demo's sizes. The defaults are `make demo`; the test runs a smaller one."""
+
+    steps: int = 80
+    kappa: int = 2
+    groups_per_step: int = 64
+    group: int = 8
+    lr: float = 5e-3
+    task: TaskConfig = field(default_factory=TaskConfig)
+    workers_per_region: int = 2
+    worker_groups_per_batch: int = 2
+    large_preset: str = "demo-300m"
+    large_layers: int = 2
+    large_density: float = 0.01
+    large_keyframe_every: int = 20
+    poll_interval_s: float = 0.25  # the policy's watchers
+    large_poll_interval_s: float = 0.5  # the large run's (not sampled from: less urgent)
+    delta: str = "auto"
+    seed: int = 0
+    max_train_s: float = 150.0  # stop early (at a kappa boundary) past this
+    settle_s: float = 60.0  # after the last step: how long the fleet gets to catch up
+
+    def __post_init__(self) -> None:
+        if self.delta not in DELTA_MODES:
+            raise ValueError(f"delta must be one of {DELTA_MODES}, got {self.delta!r}")
+        if self.workers_per_region < 1 or self.worker_groups_per_batch < 1:
+            raise ValueError("workers_per_region and worker_groups_per_batch must be >= 1")
+        StalenessConfig.from_kappa(self.kappa)  # kappa >= 2, or it says why not
+        LearnerConfig(self.steps, self.kappa, self.groups_per_step, self.group, self.lr)
+
+    @property
+    def staleness(self) -> int:
+        return self.kappa + 1
+
+    @property
+    def workers(self) -> int:
+        return self.workers_per_region * len(REGIONS)
+
+
+def large_layout(preset: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
+    """The first ``layers`` decoder layers of a preset (no embeddings, no head).
+
+    A stand-in for the bulk of an LLM's weights, kept small enough that four
+    workers on two cores can decode and verify every version of it.
+    """
+    keep = {str(i) for i in range(layers)}
+    return [
+        (name, shape)
+        for name, shape in llama_like_layout(preset)
+        if name.startswith("model.layers.") and name.split(".")[2] in keep
     ]
-    if have is not None:
-        cmd += ["--have", str(have)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"pull failed ({done.returncode}): {done.stderr.strip()}")
-    return json.loads(done.stdout)
 
 
-def identical(path: Path, tensors: dict[str, np.ndarray]) -> bool:
-    got = SafetensorsFile(path)
-    return set(got.specs) == set(tensors) and all(
-        got.array(name).tobytes() == arr.tobytes() for name, arr in tensors.items()
+@dataclass
+class _Fleet:
+    """The worker processes and the queues that connect them to the learner."""
+
+    procs: list[Any]
+    trajectories: Any
+    events_q: Any
+    stop: Any
+    specs: list[WorkerSpec]
+
+    @classmethod
+    def start(cls, cfg: DemoConfig, endpoint: str, urls: dict[str, dict[str, str]]) -> _Fleet:
+        ctx = _fork_server()
+        # small queues: every group buffered is a group that ages before it is trained on
+        trajectories = ctx.Queue(maxsize=max(1, cfg.groups_per_step // 4))
+        events_q, stop = ctx.Queue(), ctx.Event()
+        specs = [
+            WorkerSpec(
+                f"{region}-{i}",
+                region,
+                endpoint,
+                urls[region],
+                cfg.task,
+                cfg.worker_groups_per_batch,
+                cfg.group,
+                {"policy": cfg.poll_interval_s, "large": cfg.large_poll_interval_s},
+                cfg.seed * 1000 + 10 * r + i + 1,
+            )
+            for r, region in enumerate(REGIONS)
+            for i in range(cfg.workers_per_region)
+        ]
+        procs = [
+            ctx.Process(target=run_worker, args=(s, trajectories, events_q, stop), daemon=True)
+            for s in specs
+        ]
+        for p in procs:
+            p.start()
+        return cls(procs, trajectories, events_q, stop, specs)
+
+    def shut_down(self, events: EventLog) -> None:
+        self.stop.set()
+        events.wait(lambda e: len(e.summaries) == len(self.procs), 30)
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+
+
+def _fork_server() -> Any:
+    """A fork server that has imported the worker's module (torch included) once.
+
+    Each worker is then forked from it: no threads or sockets inherited from the
+    learner, and no four interpreters importing torch at once on two cores.
+    Python 3.11's fork server does not take the parent's sys.path, only its
+    environment, so the examples folder goes on PYTHONPATH while it starts.
+    """
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(["rl_demo_fleet"])
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(HERE), before) if p)
+    try:
+        forkserver.ensure_running()
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
+    return ctx
+
+
+def _buckets(endpoint: str) -> dict[str, dict[str, str]]:
+    """region -> run -> store URL; bucket names are fresh so runs never collide."""
+    tag = uuid.uuid4().hex[:6]
+    return {
+        region: {
+            run: f"s3://{make_bucket(endpoint, f'wanrl-demo-{region}-{tag}')}/demo/{run}"
+            for run in RUNS
+        }
+        for region in REGIONS
+    }
+
+
+class Progress:
+    """One line per milestone, stamped with the seconds since the demo started."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.t0 = time.perf_counter()
+        self.quiet = quiet
+
+    def __call__(self, message: str) -> None:
+        if not self.quiet:
+            print(f"[{time.perf_counter() - self.t0:6.1f} s] {message}", flush=True)
+
+
+def run_demo(cfg: DemoConfig, endpoint: str, say: Progress | None = None) -> dict[str, Any]:
+    """Run the whole loop against ``endpoint``; return the report (a JSON-able dict)."""
+    say = say or Progress()
+    torch.set_num_threads(1)
+    torch.manual_seed(cfg.seed)
+    urls = _buckets(endpoint)
+    stores = {
+        run: {region: open_store(urls[region][run], endpoint_url=endpoint) for region in REGIONS}
+        for run in RUNS
+    }
+    fleet = _Fleet.start(cfg, endpoint, urls)
+    events, events_stop = EventLog(), threading.Event()
+    events.follow(fleet.events_q, events_stop)
+    try:
+        return _learn(cfg, fleet, events, stores, urls, say)
+    finally:
+        fleet.shut_down(events)
+        events_stop.set()
+
+
+def _learn(
+    cfg: DemoConfig,
+    fleet: _Fleet,
+    events: EventLog,
+    stores: dict[str, dict[str, Any]],
+    urls: dict[str, dict[str, str]],
+    say: Progress,
+) -> dict[str, Any]:
+    model = Policy(cfg.task)
+    large = LargeModel(
+        large_layout(cfg.large_preset, cfg.large_layers), cfg.large_density, cfg.seed
     )
-
-
-def report(label: str, nbytes: int, seconds: float) -> str:
-    rate = nbytes / seconds / 1e6
-    return f"{label}: {nbytes / 1e6:,.1f} MB in {seconds:.2f} s ({rate:,.0f} MB/s)"
-
-
-def pulled(label: str, summary: dict, wall_s: float) -> str:
-    return (
-        f"{label}: {summary['downloaded_bytes'] / 1e6:,.2f} MB downloaded in "
-        f"{summary['download_s']:.2f} s, every tensor verified in {summary['verify_s']:.2f} s "
-        f"({wall_s:.1f} s for the whole command)"
+    pubs = {
+        "policy": RunPublisher(
+            "policy", list(stores["policy"].values()), PublishConfig(delta=cfg.delta)
+        ),
+        "large": RunPublisher(
+            "large",
+            list(stores["large"].values()),
+            PublishConfig(delta=cfg.delta, keyframe_every=cfg.large_keyframe_every),
+        ),
+    }
+    if not events.wait(lambda e: len(e.ready) == cfg.workers, 120):
+        raise DemoError("the rollout workers did not start within 120 s")
+    say(f"{cfg.workers} workers watching their region's bucket; publishing version 0")
+    started_at = time.time()
+    for run, state in (("policy", bf16_state(model)), ("large", large.version(0))):
+        r = pubs[run].publish(0, state)
+        say(
+            f"{run} v0: {r.kind}, {r.stored_bytes / 1e6:.2f} MB to both regions "
+            f"in {r.total_s:.1f} s"
+        )
+    channels = {
+        "policy": Channel(pubs["policy"], latest_only=True),
+        "large": Channel(pubs["large"], latest_only=True),
+    }
+    filt: StalenessFilter[dict[str, Any]] = StalenessFilter(
+        StalenessConfig.from_kappa(cfg.kappa), queue.Queue(maxsize=max(1, cfg.groups_per_step // 4))
     )
+    intake = Intake(fleet.trajectories, filt)
 
+    def publish(version: int, state: dict[str, torch.Tensor]) -> None:
+        channels["policy"].submit(version, state)
+        channels["large"].submit(version, large.version)
 
-def main() -> None:
-    layout = llama_like_layout("demo-300m")
-    t = time.perf_counter()
-    v1 = random_bf16_state(layout, seed=0)
-    raw = sum(a.nbytes for a in v1.values())
-    print(
-        f"policy: {len(v1)} tensors, {param_count(layout) / 1e6:.0f}M parameters, "
-        f"{raw / 1e6:,.0f} MB of bf16 (built in {time.perf_counter() - t:.1f} s)"
+    def on_step(s: StepRecord) -> None:
+        if s.step % 10 == 0 or s.step == 1:
+            snap = filt.snapshot()
+            held = events.holding("policy")
+            say(
+                f"step {s.step:>3}: reward {s.reward:.2f}; admitted "
+                f"{int(snap['staleness/admitted']) * cfg.group:,}, dropped as too old "
+                f"{int(snap['staleness/dropped']) * cfg.group:,}; workers hold policy "
+                + " ".join(f"v{held[w]}" for w in sorted(held))
+            )
+
+    lcfg = LearnerConfig(cfg.steps, cfg.kappa, cfg.groups_per_step, cfg.group, cfg.lr)
+    try:
+        steps = train(model, lcfg, filt, publish, started_at + cfg.max_train_s, on_step)
+        for ch in channels.values():
+            ch.flush()
+        trained_at = time.time()
+        say(f"trained {len(steps)} steps; waiting for every worker to install the last versions")
+        final = {run: pubs[run].records[-1].version for run in RUNS}
+        settled = events.wait(
+            lambda e: all(
+                len(e.holding(run)) == cfg.workers and min(e.holding(run).values()) >= v
+                for run, v in final.items()
+            ),
+            cfg.settle_s,
+        )
+    finally:
+        for ch in channels.values():
+            ch.close()
+        intake.stop()
+    fleet.shut_down(events)
+    say(
+        "fleet " + ("settled" if settled else f"NOT settled within {cfg.settle_s:g} s") + "; "
+        "workers stopped; reading the status objects"
     )
-    with tempfile.TemporaryDirectory(prefix="wanrl-demo-") as tmp, local_s3() as endpoint:
-        work = Path(tmp)
-        url = f"s3://{make_bucket(endpoint, 'wanrl-demo')}/runs/demo"
-        print(f"local S3 endpoint {endpoint}, store {url}")
-        publisher = Publisher(
-            open_store(url, endpoint_url=endpoint), PublishConfig(keyframe_every=10), run_id="demo"
-        )
+    return _report(
+        cfg, model, large, pubs, steps, filt, events, stores, urls,
+        {"started_at_s": started_at, "trained_at_s": trained_at, "settled": settled},
+    )  # fmt: skip
 
-        r1 = publisher.publish(v1, 1)
-        print(report(f"publish v1 ({r1.kind})", r1.stored_bytes, r1.seconds))
-        t = time.perf_counter()
-        p1 = pull(url, endpoint, work / "v1.safetensors", 1, None)
-        print(pulled("pull v1 in another process", p1, time.perf_counter() - t))
-        ok1 = identical(work / "v1.safetensors", v1)
-        print(f"v1 bit-identical after the round trip: {ok1}")
 
-        v2 = nudge_state(v1, 0.01, seed=2)
-        r2 = publisher.publish(v2, 2)
-        print(
-            f"publish v2 ({r2.kind} against v{r2.base_version}, {r2.density:.2%} of values "
-            f"changed): {r2.stored_bytes / 1e6:.2f} MB stored, {r2.seconds:.2f} s to encode "
-            "and upload"
+def _report(
+    cfg: DemoConfig,
+    model: Policy,
+    large: LargeModel,
+    pubs: dict[str, RunPublisher],
+    steps: list[StepRecord],
+    filt: StalenessFilter[dict[str, Any]],
+    events: EventLog,
+    stores: dict[str, dict[str, Any]],
+    urls: dict[str, dict[str, str]],
+    timing: dict[str, Any],
+) -> dict[str, Any]:
+    digests = {(r.run, r.version): r.digest for p in pubs.values() for r in p.records}
+    for e in events.installs:
+        e["digest_ok"] = digests.get((e["run"], e["version"])) == e["digest"]
+    phases = rep.install_phases(events.installs)
+    bcast = {run: rep.t_bcast(stores[run]) for run in RUNS}
+    large_params = sum(a.size for a in large.state.values())
+    report: dict[str, Any] = {
+        "config": {**asdict(cfg), "staleness": cfg.staleness, "workers": cfg.workers},
+        "buckets": urls,
+        "sizes": {
+            "policy_params": param_count(model),
+            "policy_bytes": 2 * param_count(model),
+            "large_params": large_params,
+            "large_bytes": 2 * large_params,
+        },
+        "timing": {**timing, "ended_at_s": time.time()},
+        "versions": {run: [r.to_dict() for r in pubs[run].records] for run in RUNS},
+        "installs": phases,
+        "phase_medians": {run: rep.phase_medians(phases, run) for run in RUNS},
+        "bcast_breakdown": {run: rep.bcast_breakdown(phases, run) for run in RUNS},
+        "delta_lever": {
+            run: rep.delta_lever(
+                [r.to_dict() for r in pubs[run].records],
+                [p for p in phases if p["run"] == run],
+                pubs[run].config.max_delta_fraction,
+            )
+            for run in RUNS
+        },
+        "t_bcast": bcast,
+        "trajectories": {
+            **rep.trajectories(filt.snapshot(), events.summaries, cfg.group),
+            "trained_ages": rep.trained_ages(steps, cfg.group),
+        },
+        "steps": [s.to_dict() for s in steps],
+        "workers": events.summaries,
+    }
+    report["planner"] = _planner(cfg, report)
+    report["checks"] = _checks(cfg, report)
+    return report
+
+
+def _planner(cfg: DemoConfig, report: dict[str, Any]) -> dict[str, Any]:
+    steps = report["steps"]
+    sizes = report["sizes"]
+    rates = [
+        s["groups"] * cfg.group / s["sample_s"]
+        for s in report["workers"].values()
+        if s["sample_s"] > 0
+    ]
+    fulls = [v for v in report["versions"]["large"] if v["kind"] == "full"]
+    biggest = max(fulls, key=lambda v: v["stored_bytes"])
+    common = {
+        "t_train_s": rep._median([s["train_s"] for s in steps]),
+        "batch": cfg.groups_per_step * cfg.group,
+        "staleness": cfg.staleness,
+        "worker_rollouts_per_s": rep._median(rates),
+        "workers": cfg.workers,
+        "downlink_mbps": rep.downlink_mbps(report["installs"]),
+        "upload_mbps": biggest["stored_bytes"] * len(REGIONS) * 8e-6 / biggest["upload_commit_s"],
+        "regions": len(REGIONS),
+        "poll_interval_s": cfg.poll_interval_s,
+    }
+    bubble = sum(s["wait_s"] for s in steps) / sum(s["wait_s"] + s["train_s"] for s in steps)
+    out = {}
+    for run, params in (("policy", sizes["policy_params"]), ("large", sizes["large_params"])):
+        versions = report["versions"][run][1:]
+        density = rep._median_of([v["changed_fraction"] for v in versions]) or 1.0
+        kinds = [v["kind"] for v in versions]
+        topology = (
+            "object_storage_delta"
+            if kinds.count("delta") > len(kinds) / 2
+            else ("object_storage_full")
         )
-        t = time.perf_counter()
-        p2 = pull(url, endpoint, work / "v2.safetensors", 2, work / "v1.safetensors")
-        print(pulled("pull v2 --have v1 in another process", p2, time.perf_counter() - t))
-        ok2 = identical(work / "v2.safetensors", v2)
-        print(f"v2 bit-identical after the round trip: {ok2}")
-        print(
-            f"\nthe delta moved {p2['downloaded_bytes'] / p1['downloaded_bytes']:.2%} of the "
-            f"bytes of a full snapshot ({p2['downloaded_bytes'] / 1e6:.2f} MB instead of "
-            f"{p1['downloaded_bytes'] / 1e6:,.0f} MB)"
+        measured = [
+            v["t_bcast_s"]
+            for v in report["t_bcast"][run]["fleet"]["versions"][1:]
+            if v["t_bcast_s"] is not None
+        ]
+        out[run] = rep.planner_here(
+            {
+                **common,
+                "params": params,
+                "density": max(density, 1e-6),
+                "topology": topology,
+                "measured": {
+                    "t_bcast_s_median": rep._median(measured),
+                    "t_bcast_s_max": max(measured, default=None),
+                    "learner_bubble": bubble,
+                },
+            }
         )
-    if not (ok1 and ok2):
-        raise SystemExit("demo FAILED: a pulled version differs from what was published")
+    large_density = rep._median_of([v["changed_fraction"] for v in report["versions"]["large"]])
+    out["reference_8b"] = rep.planner_8b(large_density or 0.01)
+    return out
+
+
+def _checks(cfg: DemoConfig, report: dict[str, Any]) -> dict[str, Any]:
+    bad = [i for i in report["installs"] if not i["digest_ok"]]
+    oldest = max((int(a) for s in report["steps"] for a in s["ages"]), default=0)
+    everywhere = rep.reached_all(report["t_bcast"]["policy"]["fleet"])
+    return {
+        "installs": len(report["installs"]),
+        "installs_not_matching_published_bits": len(bad),
+        "oldest_trained_age": oldest,
+        "budget": cfg.staleness,
+        "policy_versions_reached_every_worker": len(everywhere),
+        "ok": not bad and oldest <= cfg.staleness and bool(everywhere),
+    }
+
+
+def _parse(argv: list[str] | None) -> tuple[DemoConfig, Path]:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    d = DemoConfig()
+    p.add_argument("--steps", type=int, default=d.steps, help="learner steps (a multiple of kappa)")
+    p.add_argument(
+        "--kappa", type=int, default=d.kappa, help="publish every kappa steps; S = kappa + 1"
+    )
+    p.add_argument("--workers-per-region", type=int, default=d.workers_per_region)
+    p.add_argument(
+        "--large-layers", type=int, default=d.large_layers, help="decoder layers of the large run"
+    )
+    p.add_argument("--delta", choices=DELTA_MODES, default=d.delta)
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--out-dir", type=Path, default=DEFAULT_OUT, help=f"default: {DEFAULT_OUT}")
+    a = p.parse_args(argv)
+    try:
+        cfg = DemoConfig(
+            steps=a.steps, kappa=a.kappa, workers_per_region=a.workers_per_region,
+            large_layers=a.large_layers, delta=a.delta, seed=a.seed,
+        )  # fmt: skip
+    except (ValueError, Exception) as exc:
+        p.error(str(exc))
+    return cfg, a.out_dir
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rl_demo_render import plot, print_report
+
+    cfg, out_dir = _parse(argv)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    say = Progress()
+    try:
+        with local_s3() as endpoint:
+            say(f"local S3 endpoint {endpoint}; starting {cfg.workers} rollout worker processes")
+            report = run_demo(cfg, endpoint, say)
+    except (DemoError, WanrlError) as exc:
+        print(f"demo FAILED: {exc}", file=sys.stderr)
+        return 1
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    png = plot(report, out_dir / "demo.png")
+    print_report(report)
+    print(f"\nreport: {out_dir / 'report.json'}\npicture: {png}")
+    if not report["checks"]["ok"]:
+        print("demo FAILED: see checks above", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,244 @@
+"""The demo's report on the terminal, and its picture."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+SHOWN = 3  # versions printed at each end of a run's table; report.json has them all
+
+
+def _mb(n: float | None) -> str:
+    if n is None:
+        return "-"
+    return f"{n / 1e6:.2f} MB" if n < 1e8 else f"{n / 1e6:,.0f} MB"
+
+
+def _s(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"{x:.{digits}f}"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def print_report(r: dict[str, Any]) -> None:
+    for section in (_setup, _reward, _versions, _lever, _phases, _admission, _planner, _checks):
+        print()
+        section(r)
+
+
+def _setup(r: dict[str, Any]) -> None:
+    c, z, t = r["config"], r["sizes"], r["timing"]
+    print("== wanrl-s3 demo: asynchronous RL through two regional buckets ==")
+    print(
+        f"learner: {z['policy_params']:,}-parameter transformer ({_mb(z['policy_bytes'])} bf16), "
+        f"{len(r['steps'])} steps of {c['groups_per_step'] * c['group']} trajectories "
+        f"({c['groups_per_step']} prompts x {c['group']}), kappa {c['kappa']}, S {c['staleness']}"
+    )
+    print(
+        f"fleet: {c['workers']} worker processes, {c['workers_per_region']} per region "
+        f"({', '.join(r['buckets'])}), polling every {c['poll_interval_s']} s; fanout publish"
+    )
+    print(
+        f"large run: {z['large_params'] / 1e6:.0f}M parameters ({_mb(z['large_bytes'])} bf16), "
+        f"{c['large_density']:.0%} of values moved per version"
+    )
+    print(
+        f"wall clock: {t['trained_at_s'] - t['started_at_s']:.0f} s of training, "
+        f"{t['ended_at_s'] - t['started_at_s']:.0f} s to the last install"
+    )
+
+
+def _reward(r: dict[str, Any]) -> None:
+    steps = r["steps"]
+    n = len(steps)
+    marks = sorted({0, n // 4, n // 2, 3 * n // 4, n - 1})
+    line = "  ".join(f"step {steps[i]['step']}: {steps[i]['reward']:.2f}" for i in marks)
+    print(f"reward (fraction of digits reversed correctly; 0.10 is chance): {line}")
+
+
+def _versions(r: dict[str, Any]) -> None:
+    for run, rows in r["versions"].items():
+        fleet = {v["version"]: v for v in r["t_bcast"][run]["fleet"]["versions"]}
+        kinds = Counter(v["kind"] for v in rows)
+        print(
+            f"{run} run: {len(rows)} versions, "
+            + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        )
+        print(
+            f"  {'v':>4} {'kind':<5} {'stored':>10} {'changed':>8} {'as delta':>10} "
+            f"{'encode s':>8} {'up+commit s':>11} {'T_bcast90 s':>11}  why"
+        )
+        shown = rows if len(rows) <= 2 * SHOWN else [*rows[:SHOWN], None, *rows[-SHOWN:]]
+        for v in shown:
+            if v is None:
+                print(f"  {'...':>4} ({len(rows) - 2 * SHOWN} more in report.json)")
+                continue
+            spread = fleet.get(v["version"], {})
+            print(
+                f"  {v['version']:>4} {v['kind']:<5} {_mb(v['stored_bytes']):>10} "
+                f"{_pct(v['changed_fraction']):>8} {_mb(v['delta_bytes']):>10} "
+                f"{v['encode_s']:>8.2f} {v['upload_commit_s']:>11.2f} "
+                f"{_s(spread.get('t_bcast_s')):>11}  {v['reason']}"
+            )
+
+
+def _lever(r: dict[str, Any]) -> None:
+    print(
+        "the delta lever (--delta auto ships a delta only under "
+        f"{r['delta_lever']['policy']['auto_limit']:.0%} of a full snapshot):"
+    )
+    for run, d in r["delta_lever"].items():
+        print(
+            f"  {run}: {d['full']} full + {d['delta']} delta versions; median "
+            f"{_pct(d['changed_fraction_median'])} of bf16 values changed per version, a delta "
+            f"{_pct(d['delta_over_full_median'])} of the snapshot; workers downloaded "
+            f"{_mb(d['downloaded_bytes'])} in all, against {_mb(d['downloaded_if_all_full_bytes'])}"
+            " had every install been a full snapshot"
+        )
+
+
+def _phases(r: dict[str, Any]) -> None:
+    print(
+        "installs, median per worker (s): seen after publish / download / verify / install "
+        "/ publish->installed"
+    )
+    for run, workers in r["phase_medians"].items():
+        for w, m in workers.items():
+            print(
+                f"  {run:<6} {w:<10} {int(m['installs']):>3} installs: {m['seen_s']:.2f} / "
+                f"{m['download_s']:.3f} / {m['verify_s']:.3f} / {m['install_s']:.3f} / "
+                f"{m['total_s']:.2f}"
+            )
+    for run in r["t_bcast"]:
+        per = r["t_bcast"][run]["per_region"]
+        parts = []
+        for region, rep in per.items():
+            ts = [v["t_bcast_s"] for v in rep["versions"] if v["t_bcast_s"] is not None]
+            parts.append(f"{region} median {_s(statistics.median(ts) if ts else None)} s")
+        print(
+            f"  T_bcast at 90% per region ({run}, as `wanrl-s3 status` prints): " + ", ".join(parts)
+        )
+
+
+def _admission(r: dict[str, Any]) -> None:
+    t = r["trajectories"]
+    print(
+        f"trajectories: {t['sampled_by_workers']:,} sampled, {t['reached_learner']:,} reached "
+        f"the learner, {t['admitted']:,} admitted, {t['dropped_at_put'] + t['dropped_at_get']:,} "
+        f"dropped as too old ({t['dropped_at_put']:,} on arrival, {t['dropped_at_get']:,} while "
+        f"queued), {t['pending_at_stop']:,} pending at stop"
+    )
+    hist = ", ".join(f"{k}: {v:,}" for k, v in t["age_histogram"].items())
+    print(f"  age at admission (steps behind the learner; budget S = {t['budget']}): {hist}")
+    trained = ", ".join(f"{k}: {v:,}" for k, v in t["trained_ages"].items())
+    print(f"  trained on, by age: {trained}")
+    busy = [w["sample_s"] / (w["stopped_s"] - w["started_s"]) for w in r["workers"].values()]
+    full = [w["blocked_s"] / (w["stopped_s"] - w["started_s"]) for w in r["workers"].values()]
+    print(
+        f"  workers spent {statistics.median(busy):.0%} of their time sampling and "
+        f"{statistics.median(full):.0%} waiting on a full queue (medians); the queues hold half "
+        "a step, so that what is trained on stays fresh"
+    )
+
+
+def _planner(r: dict[str, Any]) -> None:
+    for run in ("policy", "large"):
+        p = r["planner"][run]
+        i = p["inputs"]
+        print(
+            f"planner for this setup, {run} run (measured inputs: T_train {i['t_train_s']:.3f} s, "
+            f"batch {i['batch']}, {i['worker_rollouts_per_s']:.0f} rollouts/s per worker, "
+            f"downlink {i['downlink_mbps']:,.0f} Mbit/s, upload {i['upload_mbps']:,.0f} Mbit/s, "
+            f"density {i['density']:.1%})"
+        )
+        if "infeasible" in p:
+            print(f"  estimate: infeasible: {p['infeasible']}")
+            continue
+        m = p["measured"]
+        b = r["bcast_breakdown"][run]
+        print(
+            f"  T_bcast: predicted {p['predicted_t_bcast_s']:.3f} s ({p['topology']}), measured "
+            f"median {_s(m['t_bcast_s_median'])} s, max {_s(m['t_bcast_s_max'])} s; window "
+            f"kappa*T_train {p['window_s']:.2f} s"
+        )
+        print(
+            "  measured, medians per install: publish -> seen in LATEST "
+            f"{_s(b['publish_to_seen_s'])} s, seen -> verified in memory "
+            f"{_s(b['seen_to_ready_s'])} s (download "
+            f"{_s(b['download_s'], 3)} s, verify {_s(b['verify_s'], 3)} s), -> installed between "
+            f"two batches {_s(b['ready_to_installed_s'])} s; the planner counts bytes over links "
+            "only, so at this size the gap is commit, polling and the batch boundary"
+        )
+        print(
+            f"  workers needed {p['predicted_workers_needed']} (we ran {i['workers']}); learner "
+            f"idle predicted {p['predicted_bubble']:.0%}, measured {m['learner_bubble']:.0%}"
+        )
+    b = r["planner"]["reference_8b"]
+    i = b["inputs"]
+    print(
+        f"planner at the reference 8B point (params {i['params']:.1e}, T_train {i['t_train_s']:.0f}"
+        f" s, batch {i['batch']}, S {i['staleness']}, delta density {i['density']:.1%}):"
+    )
+    for name, row in b["rows"].items():
+        print(
+            f"  {name:<21} payload {row['payload_gb']:7.2f} GB  T_bcast {row['t_bcast_s']:7.0f} s"
+            f"  egress ${row['egress_usd_per_publication']:8.2f} per publication"
+            f"  workers {row['workers_needed'] or 'infeasible'}"
+        )
+    print(f"  {b['reason']} (prices as of {b['prices_as_of']})")
+
+
+def _checks(r: dict[str, Any]) -> None:
+    c = r["checks"]
+    print(
+        f"checks: {c['installs']} installs, {c['installs_not_matching_published_bits']} not "
+        f"bit-identical to what the learner published; oldest trajectory trained on "
+        f"{c['oldest_trained_age']} steps behind (budget {c['budget']}); "
+        f"{c['policy_versions_reached_every_worker']} policy versions reached every worker: "
+        + ("OK" if c["ok"] else "FAILED")
+    )
+
+
+def plot(r: dict[str, Any], path: Path) -> Path:
+    """Reward per step above; each worker's installs over time below, one row per worker."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t0 = r["timing"]["started_at_s"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), gridspec_kw={"height_ratios": [1, 1]})
+    steps = r["steps"]
+    top.plot([s["step"] for s in steps], [s["reward"] for s in steps], color="tab:blue")
+    top.axhline(0.1, color="grey", lw=0.8, ls=":", label="chance")
+    top.set_xlabel("learner step")
+    top.set_ylabel("mean reward of trained batch")
+    top.set_title("reward per step (digits reversed correctly)")
+    top.legend(loc="lower right")
+    workers = sorted({i["worker"] for i in r["installs"]})
+    for v in r["versions"]["policy"]:
+        bottom.axvline(v["published_at_s"] - t0, color="0.85", lw=0.6, zorder=0)
+    for row, w in enumerate(workers):
+        for run, marker, dy in (("policy", "o", 0.12), ("large", "s", -0.12)):
+            mine = [i for i in r["installs"] if i["worker"] == w and i["run"] == run]
+            xs = [i["installed_at_s"] - t0 for i in mine]
+            bottom.scatter(xs, [row + dy] * len(xs), marker=marker, s=12,
+                           color="tab:blue" if run == "policy" else "tab:orange",
+                           label=f"{run} install" if row == 0 else None)  # fmt: skip
+            for i in mine[:: max(1, len(mine) // 8)]:
+                bottom.annotate(f"v{i['version']}", (i["installed_at_s"] - t0, row + dy),
+                                textcoords="offset points", xytext=(0, 5 if dy > 0 else -10),
+                                fontsize=6, ha="center")  # fmt: skip
+    bottom.set_yticks(range(len(workers)), workers)
+    bottom.set_ylim(-0.6, len(workers) - 0.4)
+    bottom.set_xlabel("seconds since the first publish (grey lines: policy versions published)")
+    bottom.set_title("installs per worker over time")
+    bottom.legend(loc="upper left", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,167 @@
+"""The demo's asynchronous RL loop, at a reduced size, against a real moto endpoint.
+
+One run (module fixture): two worker processes, one per region, a smaller
+transformer, a few steps. The assertions are the demo's invariants, checked
+against the buckets themselves rather than against the demo's own summary:
+every install bit-identical to what the learner published, nothing older than
+the budget trained on, every worker at the last version of both runs, and the
+report's T_bcast equal to what ``wanrl-s3 status`` computes from the status
+objects.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+import demo  # noqa: E402
+import rl_demo_render  # noqa: E402
+from rl_demo_policy import TaskConfig  # noqa: E402
+
+from wanrl_s3 import Subscriber, fleet_report, open_store, read_statuses  # noqa: E402
+from wanrl_s3.cli import main as cli_main  # noqa: E402
+
+CONFIG = demo.DemoConfig(
+    steps=8,
+    kappa=2,
+    groups_per_step=8,
+    group=4,
+    task=TaskConfig(length=4, d_model=32, layers=1, heads=2),
+    workers_per_region=1,
+    large_preset="tiny",
+    large_layers=2,
+    large_keyframe_every=3,
+    poll_interval_s=0.1,
+    large_poll_interval_s=0.1,
+    settle_s=30.0,
+)
+
+
+@pytest.fixture(scope="module")
+def report(moto_endpoint: str) -> dict[str, Any]:
+    return demo.run_demo(CONFIG, moto_endpoint, demo.Progress(quiet=True))
+
+
+def _stores(report: dict[str, Any], run: str, endpoint: str) -> dict[str, Any]:
+    return {
+        region: open_store(urls[run], endpoint_url=endpoint)
+        for region, urls in report["buckets"].items()
+    }
+
+
+def test_every_install_is_bit_identical_to_what_was_published(report: dict[str, Any]) -> None:
+    installs = report["installs"]
+    assert installs, "no worker installed anything"
+    assert all(i["digest_ok"] for i in installs)
+    assert report["checks"]["installs_not_matching_published_bits"] == 0
+    published = {(r, v["version"]) for r, vs in report["versions"].items() for v in vs}
+    assert {(i["run"], i["version"]) for i in installs} <= published
+
+
+def test_nothing_older_than_the_budget_is_trained_on(report: dict[str, Any]) -> None:
+    budget = CONFIG.kappa + 1
+    assert len(report["steps"]) == CONFIG.steps
+    for step in report["steps"]:
+        assert sum(step["ages"].values()) == CONFIG.groups_per_step
+        assert max(step["ages"]) <= budget
+    t = report["trajectories"]
+    batch = CONFIG.groups_per_step * CONFIG.group
+    assert t["admitted"] == CONFIG.steps * batch
+    assert sum(n for age, n in t["age_histogram"].items() if age != "over") == t["admitted"]
+    assert t["reached_learner"] == (
+        t["admitted"] + t["dropped_at_put"] + t["dropped_at_get"] + t["pending_at_stop"]
+    )
+    assert report["checks"]["ok"]
+
+
+def test_every_worker_reaches_the_last_version(report: dict[str, Any], moto_endpoint: str) -> None:
+    for run, versions in report["versions"].items():
+        last = versions[-1]["version"]
+        assert last == CONFIG.steps
+        statuses = [
+            s
+            for store in _stores(report, run, moto_endpoint).values()
+            for s in read_statuses(store)
+        ]
+        assert len(statuses) == CONFIG.workers
+        assert {s.installed_version for s in statuses} == {last}
+
+
+def test_versions_in_the_report_are_the_manifests_in_the_bucket(
+    report: dict[str, Any], moto_endpoint: str
+) -> None:
+    for run, versions in report["versions"].items():
+        for store in _stores(report, run, moto_endpoint).values():
+            with Subscriber(store) as sub:
+                assert sub.versions() == [v["version"] for v in versions]
+                for v in versions:
+                    m = sub.manifest(v["version"])
+                    assert (m.kind, m.stored_bytes, m.raw_bytes) == (
+                        v["kind"],
+                        v["stored_bytes"],
+                        v["raw_bytes"],
+                    )
+
+
+def test_auto_ships_full_where_a_delta_would_not_pay(report: dict[str, Any]) -> None:
+    for run, versions in report["versions"].items():
+        for v in versions[1:]:
+            if v["kind"] == "delta":
+                assert v["stored_bytes"] <= 0.5 * v["raw_bytes"]
+            elif v["reason"].startswith("full: a delta would be"):
+                assert v["delta_bytes"] > 0.5 * v["raw_bytes"], (run, v)
+    lever = report["delta_lever"]["large"]
+    assert lever["delta"] >= 1  # 1% nudges of the large run do go out as deltas
+    assert lever["downloaded_bytes"] < lever["downloaded_if_all_full_bytes"]
+
+
+def test_t_bcast_matches_the_status_objects(report: dict[str, Any], moto_endpoint: str) -> None:
+    for run in report["versions"]:
+        stores = _stores(report, run, moto_endpoint)
+        statuses = [s for store in stores.values() for s in read_statuses(store)]
+        with Subscriber(next(iter(stores.values()))) as sub:
+            published = {v: sub.manifest(v).created_at_s for v in sub.versions()}
+            latest = sub.latest()
+        assert latest is not None
+        fleet = fleet_report(statuses, published, latest.version, 0.9).to_dict()
+        assert fleet["versions"] == report["t_bcast"][run]["fleet"]["versions"]
+        assert all(v["t_bcast_s"] is not None for v in fleet["versions"][-1:])
+
+
+def test_per_region_t_bcast_is_what_wanrl_s3_status_prints(
+    report: dict[str, Any], moto_endpoint: str, capsys: Any
+) -> None:
+    for run in report["versions"]:
+        for region, urls in report["buckets"].items():
+            capsys.readouterr()
+            argv = ["status", "--store", urls[run], "--endpoint-url", moto_endpoint]
+            assert cli_main([*argv, "--last", "1000", "--json"]) == 0
+            cli = json.loads(capsys.readouterr().out)
+            mine = report["t_bcast"][run]["per_region"][region]
+            assert [(v["version"], v["t_bcast_s"]) for v in cli["versions"]] == [
+                (v["version"], v["t_bcast_s"]) for v in mine["versions"]
+            ]
+
+
+def test_report_prints_and_plots(report: dict[str, Any], tmp_path: Path, capsys: Any) -> None:
+    png = rl_demo_render.plot(report, tmp_path / "demo.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rl_demo_render.print_report(report)
+    out = capsys.readouterr().out
+    assert "checks:" in out and "OK" in out
+    assert "reference 8B point" in out
+    json.dumps(report)  # the JSON report is plain data
+
+
+def test_checks_fail_on_a_bad_install_or_a_too_old_trajectory(report: dict[str, Any]) -> None:
+    bad_bits = {**report, "installs": [{**report["installs"][0], "digest_ok": False}]}
+    assert not demo._checks(CONFIG, bad_bits)["ok"]
+    too_old = {**report, "steps": [{**report["steps"][0], "ages": {CONFIG.kappa + 2: 1}}]}
+    assert not demo._checks(CONFIG, too_old)["ok"]
