@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 
 from ..errors import UsageError
-from ..units import require_int
 
 LATEST_KEY = "LATEST"
 VERSIONS_DIR = "v"
@@ -29,10 +28,9 @@ _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
 def check_version(version: object, *, what: str = "version") -> int:
-    checked = require_int(what, version, 0)
-    if checked > MAX_VERSION:
-        raise UsageError(f"{what} must be between 0 and {MAX_VERSION}, got {version}")
-    return checked
+    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version <= MAX_VERSION:
+        raise UsageError(f"{what} must be an integer between 0 and {MAX_VERSION}, got {version!r}")
+    return version
 
 
 def version_dir(version: int) -> str:

@@ -21,15 +21,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NotFoundError, StoreError, UsageError, WanrlError
+from ..errors import NotFoundError, StoreError, WanrlError
 from ..format import latest as latest_pointer
 from ..format import layout
 from ..format.manifest import Manifest
 from ..store import ObjectStore, RetryPolicy
+from ..units import MiB, require_positive
 from .config import RegionsConfig
 
 log = logging.getLogger(__name__)
-MiB = 2**20
 AUTO = "auto"
 DEFAULT_VERSION_BYTES = 64 * MiB  # what the score assumes when no region has a version yet
 # Probes fail fast: a region that needs retries to answer is not the one to read from.
@@ -117,8 +117,7 @@ def probe_regions(
     **store_options: Any,
 ) -> list[RegionProbe]:
     """Probe every region at once; one that has not answered within ``timeout_s`` is out."""
-    if timeout_s <= 0:
-        raise UsageError(f"timeout_s must be > 0, got {timeout_s}")
+    require_positive("timeout_s", timeout_s)
     options = {"retry": PROBE_RETRY, **store_options}
 
     def one(name: str) -> RegionProbe:

@@ -40,10 +40,10 @@ from ..fetch.download import wait_all
 from ..format import latest, layout
 from ..format.manifest import Manifest
 from ..store import MIN_PART_BYTES, ObjectStore, get_or_none
+from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
 
 log = logging.getLogger(__name__)
-MiB = 2**20
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,9 @@ class RelayConfig:
     part_bytes: int = 8 * MiB  # streamed copies: ranged-read and multipart part size
 
     def __post_init__(self) -> None:
-        if self.poll_interval_s <= 0:
-            raise UsageError(f"poll_interval_s must be > 0, got {self.poll_interval_s}")
-        if self.concurrency < 1:
-            raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.part_bytes < MIN_PART_BYTES:
+        require_positive("poll_interval_s", self.poll_interval_s)
+        require_int("concurrency", self.concurrency)
+        if require_int("part_bytes", self.part_bytes) < MIN_PART_BYTES:
             raise UsageError(f"part_bytes must be >= {MIN_PART_BYTES} (S3's minimum part size)")
 
 
