@@ -46,9 +46,16 @@ def _setup(r: dict[str, Any]) -> None:
         f"large run: {z['large_params'] / 1e6:.0f}M parameters ({_mb(z['large_bytes'])} bf16), "
         f"{c['large_density']:.0%} of values moved per version"
     )
+    cut = (
+        f" (stopped at step {len(r['steps'])} of {c['steps']}: a busy machine, and the demo's "
+        f"{c['max_train_s']:g} s cap)"
+        if len(r["steps"]) < c["steps"]
+        else ""
+    )
     print(
-        f"wall clock: {t['trained_at_s'] - t['started_at_s']:.0f} s of training, "
-        f"{t['ended_at_s'] - t['started_at_s']:.0f} s to the last install"
+        f"wall clock: {t['trained_at_s'] - t['started_at_s']:.0f} s of training{cut}, "
+        f"{max(i['installed_at_s'] for i in r['installs']) - t['started_at_s']:.0f} s to the "
+        "last install"
     )
 
 

@@ -40,7 +40,7 @@ CONFIG = demo.DemoConfig(
     large_keyframe_every=3,
     poll_interval_s=0.1,
     large_poll_interval_s=0.1,
-    settle_s=30.0,
+    settle_s=60.0,
 )
 
 
