@@ -203,7 +203,7 @@ def bounds(state: Bits) -> list[tuple[str, float]]:
     return [(label, sum(fn(v) * v.size for v in state.values()) / total) for label, fn in rows]
 
 
-def table(title: str, state: Bits, threads: int, repeat: int) -> None:
+def table(title: str, state: Bits, threads: int, repeat: int, only: str) -> None:
     raw = sum(v.nbytes for v in state.values())
     outs = {k: np.empty_like(v) for k, v in state.items()}
     memcpy_s = best_of(repeat, lambda: [np.copyto(outs[k], v) for k, v in state.items()])
@@ -213,7 +213,7 @@ def table(title: str, state: Bits, threads: int, repeat: int) -> None:
     print(f"{'candidate':<36} {'ratio':>6} {'bits/w':>6} {'encode GB/s':>11} {'decode GB/s':>11}")
     for label, bits in bounds(state):
         print(f"{label:<36} {bits / 16:6.3f} {bits:6.2f}")
-    for candidate in candidates(threads):
+    for candidate in (c for c in candidates(threads) if only in c.name):
         stored, encode_s, decode_s = measure(candidate, state, repeat)
         print(f"{candidate.name:<36} {stored / raw:6.3f} {16 * stored / raw:6.2f} "
               f"{raw / encode_s / 1e9:11.2f} {raw / decode_s / 1e9:11.2f}", flush=True)  # fmt: skip
@@ -307,12 +307,33 @@ def trained_transformer(steps: int, seed: int = 0) -> tuple[Bits, Bits]:
     return snapshots[1], snapshots[0]
 
 
+def trained_weights(steps: int, cache: Path | None) -> tuple[Bits, Bits]:
+    """The trained snapshots, from ``cache`` (numpy's .npz, no pickle) when it exists:
+    training takes minutes on two cores, longer on a busy machine."""
+    if cache is not None and cache.exists():
+        with np.load(cache, allow_pickle=False) as saved:
+            pair = [{k.split(":", 1)[1]: saved[k] for k in saved.files if k.startswith(f"{tag}:")}
+                    for tag in ("final", "previous")]  # fmt: skip
+        print(f"# trained weights loaded from {cache}")
+        return pair[0], pair[1]
+    start = time.perf_counter()
+    final, previous = trained_transformer(steps)
+    print(f"# training took {time.perf_counter() - start:.0f} s")
+    if cache is not None:
+        np.savez(cache, **{f"{tag}:{k}": v for tag, state in (("final", final),
+                           ("previous", previous)) for k, v in state.items()})  # fmt: skip
+    return final, previous
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--params", type=float, default=550e6, help="bf16 parameters (default 550e6)")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs (default 3)")
     ap.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
     ap.add_argument("--threads", type=int, default=2, help="codec threads (default 2)")
+    ap.add_argument("--trained-cache", type=Path, default=None,
+                    help="trained weights (.npz): loaded if present, else written")  # fmt: skip
+    ap.add_argument("--only", default="", help="run only candidates whose name contains this")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-trained", action="store_true")
     args = ap.parse_args()
@@ -322,16 +343,14 @@ def main() -> None:
         f"symbols/s, {rate * 2 / 1e9:.2f} GB/s of bf16 at one symbol per weight"
     )
     if not args.skip_trained:
-        start = time.perf_counter()
-        final, previous = trained_transformer(args.steps)
-        print(f"# training took {time.perf_counter() - start:.0f} s")
-        table("Trained transformer", final, args.threads, 3 * args.repeat)
+        final, previous = trained_weights(args.steps, args.trained_cache)
+        table("Trained transformer", final, args.threads, 3 * args.repeat, args.only)
         delta_values("Trained transformer", [("last AdamW step", previous, final)])
         del final, previous
     if not args.skip_synthetic:
         layout = llama_like_layout(dims_for_params(int(args.params)))
         state = {k: v.view(np.uint16).reshape(-1) for k, v in random_bf16_state(layout).items()}
-        table("LLaMA-like, per-tensor scales", state, args.threads, args.repeat)
+        table("LLaMA-like, per-tensor scales", state, args.threads, args.repeat, args.only)
         pairs = []
         for density in (0.01, 0.05):
             typed = {k: v.view("bfloat16") for k, v in state.items()}
