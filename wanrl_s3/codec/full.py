@@ -16,11 +16,12 @@ bf16 weights (``benchmarks/full_codec.py``, ``docs/benchmarks.md``):
 
 - Byte planes, not an exponent/sign+mantissa split: the split codes 0.1 bit
   per weight less (the exponent's last bit is not quite random) but takes
-  three more passes to put the bits back, and decodes 25-40 % slower.
+  three more passes to put the bits back: 17-25 % slower decodes here.
 - zstd with match finding all but off: exponent bytes are close to
   independent, so zstd's Huffman stage does the work and short LZ matches
-  only cost bits and time (level 1 defaults: 2.94 bits per high byte, 2.5x
-  slower decode; these parameters: 2.74 bits, entropy about 2.7).
+  only cost bits and time (level 1 defaults: 2.94 bits per high byte and
+  half the decode speed in zstd's own benchmark; these parameters: 2.74 bits,
+  order-0 entropy 2.7).
 - Planes that do not compress (the mantissa byte) are stored as they are,
   decided once per tensor on a sample, so the encoder does not spend zstd's
   time on them and the decoder reads them straight from the payload.
@@ -145,7 +146,7 @@ def encode_full(
     name (``BF16``, ``F32`` ...). Falls back to raw bytes (coding 0) when coding
     does not pay. ``threads`` defaults to the usable cores (at most 8).
     """
-    dt = _dtype(dtype, UsageError)
+    dt = _dtype(dtype)
     flat = _flat_bits(bits, dt)
     workers = _thread_count(threads)
     if not 1 <= block_elements <= MAX_BLOCK_ELEMENTS:
@@ -411,9 +412,9 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 # ---------------------------------------------------------------------- helpers
 
 
-def _dtype(name: str, error: type[Exception]) -> DType:
+def _dtype(name: str) -> DType:
     if name not in DTYPE_IDS:
-        raise error(f"dtype {name!r} is not one of {', '.join(DTYPE_IDS)}")
+        raise UsageError(f"dtype {name!r} is not one of {', '.join(DTYPE_IDS)}")
     return DTYPES[name]
 
 
