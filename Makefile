@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # Two stamps, so that `make demo` installs only what the demo needs:
 #   BASE: torch (CPU) and the dev extra (moto, matplotlib, pytest...): the demo runs on it;
-#   FULL: BASE plus the verl extra and checkov (about 2 GB): what `make test` needs too.
+#   FULL: BASE plus the verl extra, checkov and Azurite (about 2 GB): what `make test` needs.
 BASE   := $(VENV)/.installed-base
 FULL   := $(VENV)/.installed-full
 PIP    := $(BIN)/pip install -q --disable-pip-version-check
@@ -27,6 +27,7 @@ $(BASE): pyproject.toml requirements/constraints.txt
 $(FULL): $(BASE)
 	$(PIP) -c requirements/constraints.txt -e '.[dev,verl]'
 	scripts/install-checkov.sh
+	scripts/install-azurite.sh
 	touch $(FULL)
 
 demo: $(BASE)
@@ -44,6 +45,7 @@ bench: $(FULL)
 lint: $(FULL)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy wanrl_s3
 
 format: $(FULL)
 	$(BIN)/ruff check --fix .
