@@ -39,8 +39,7 @@ def nudge(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
 def start_worker(
     url: str, endpoint: str, out: Path, worker_id: str, *extra: str
 ) -> subprocess.Popen[str]:
-    out.mkdir(exist_ok=True)
-    return subprocess.Popen(
+    return subprocess.Popen(  # the worker creates ``out`` if missing
         worker_command(url, endpoint, str(out), worker_id, 0.1, *extra),
         stderr=subprocess.PIPE,
         text=True,
@@ -133,9 +132,20 @@ def test_worker_killed_mid_download_restarts_and_finishes(
     assert [p.name for p in out.iterdir()] == ["model.safetensors"]
 
 
-def test_worker_refuses_a_missing_out_dir(tmp_path: Path, capsys) -> None:
-    code = main(["worker", "--store", "memory://x", "--out-dir", str(tmp_path / "nope")])
-    assert code == 2 and "not a directory" in capsys.readouterr().err
+def test_worker_creates_a_missing_out_dir(s3_url: str, moto_endpoint: str, tmp_path: Path) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    Publisher(store, PublishConfig()).publish(model(1, mib=0.25), 1)
+    out = tmp_path / "models" / "policy"  # as docs/operations.md writes it: nothing created first
+    done = subprocess.run(
+        worker_command(s3_url, moto_endpoint, str(out), "w-new", 0.1, "--exit-after", "1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert version_in(out) == 1 and out.stat().st_mode & 0o777 == 0o755
+    assert "holding no version yet" in done.stderr and "installed v1: downloaded" in done.stderr
 
 
 def test_workers_with_a_share_dir_download_each_version_once(
@@ -161,6 +171,10 @@ def test_workers_with_a_share_dir_download_each_version_once(
         snap = load_snapshot(tmp_path / d / "model.safetensors")
         assert all(snap.tensors[k].tobytes() == state[k].tobytes() for k in state)
     for v in (1, 2, 3):  # each version: one worker downloaded it, the other mapped the file
-        downloads = [log.count(f"version {v} ready: 0 bytes") for log in logs]
-        assert sorted(downloads) == [0, 1], (v, logs)
-    assert (tmp_path / "share" / "000000000003.safetensors").exists()
+        mapped = [log.count(f"v{v} ready: nothing downloaded") for log in logs]
+        downloaded = [log.count(f"v{v} ready: downloaded") for log in logs]
+        assert sorted(mapped) == [0, 1] and sorted(downloaded) == [0, 1], (v, logs)
+    shared = tmp_path / "share" / "000000000003.safetensors"
+    assert shared.stat().st_mode & 0o777 == 0o644  # other users (an inference server) can read
+    assert (tmp_path / "share").stat().st_mode & 0o777 == 0o755
+    assert not any("vNone" in log or "via (" in log for log in logs)

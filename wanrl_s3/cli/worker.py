@@ -1,10 +1,19 @@
 """``wanrl-s3 worker``: keep a directory holding the newest verified version.
 
 For inference engines outside the trainer's cluster: DIR/model.safetensors is
-always a whole, verified version (written beside and renamed into place), and
-CMD runs after each install, e.g. a call to the server's reload-weights
-endpoint, with WANRL_S3_VERSION and WANRL_S3_PATH in its environment. One log
-line per install; SIGTERM or Ctrl-C stops it cleanly.
+always a whole, verified version (written beside and renamed into place,
+readable by other users: 0644 in a 0755 DIR, created if missing), and CMD runs
+after each install, e.g. a call to the server's reload-weights endpoint, with
+WANRL_S3_VERSION and WANRL_S3_PATH in its environment. One log line per
+install; SIGTERM or Ctrl-C stops it cleanly (exit 0).
+
+What it cannot use (a corrupt, unsigned or forged version, an unreadable
+LATEST, a store that does not answer) it refuses and keeps running: it logs
+one line, writes the error into its status object (``last_error``, at most
+every 10 s while it lasts) and tries again with backoff; the next install
+clears it. It exits only when it cannot go on: DIR cannot be written (exit 2,
+or the code of the error), or a background thread died (exit 1), after
+writing the reason into its status object.
 
 With ``--regions FILE`` the worker reads from one region: ``--region NAME``,
 or (``auto``) the one measured fastest at start-up. Versions that its region
@@ -30,7 +39,7 @@ from pathlib import Path
 from ..errors import StoreError, UsageError, WanrlError
 from ..fetch.files import RUN_ID_KEY, VERSION_KEY, load_snapshot
 from ..fetch.subscriber import Snapshot, Subscriber
-from ..fetch.watch import InstallResult, WatchConfig, Watcher
+from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
 from ..io.safetensors_file import SafetensorsWriter, TensorSpec
 from ..regions.config import RegionsConfig
@@ -40,12 +49,12 @@ from .common import (
     add_region_arg,
     add_regions_arg,
     add_store_args,
-    human_bytes,
     store_to_read,
     subscriber_from_args,
 )
 
 MODEL_FILE = "model.safetensors"
+DIR_MODE = 0o755  # an inference server running as another user must read what we write
 log = logging.getLogger("wanrl_s3.worker")
 
 
@@ -102,6 +111,19 @@ def _write_file(out_dir: Path, snap: Snapshot) -> None:
         w.commit()
 
 
+def _make_dir(flag: str, path: Path) -> None:
+    """Create ``path`` (and its parents) if missing, readable by other users."""
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path} is not a directory")
+    if path.is_dir():
+        return
+    try:
+        path.mkdir(parents=True)
+        path.chmod(DIR_MODE)
+    except OSError as exc:
+        raise UsageError(f"cannot create {flag} {path}: {exc.strerror or exc}") from exc
+
+
 def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
     """The version already in DIR, if it verifies; otherwise start from scratch."""
     if not path.exists():
@@ -117,8 +139,9 @@ def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
 
 def run(args: argparse.Namespace) -> int:
     out_dir = Path(args.out_dir)
-    if not out_dir.is_dir():
-        raise UsageError(f"--out-dir {out_dir} is not a directory")
+    _make_dir("--out-dir", out_dir)
+    if args.share_dir:
+        _make_dir("--share-dir", Path(args.share_dir))
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
     failover_config = (
@@ -141,11 +164,13 @@ def run(args: argparse.Namespace) -> int:
         config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=args.share_dir)
         with Watcher(sub, config, start_from=start) as watcher:
             log.info(
-                "%s watching %s%s from v%s",
+                "%s watching %s%s; %s",
                 worker_id,
                 store.url,
                 f" (region {region})" if region else "",
-                None if start is None else start.version,
+                "holding no version yet"
+                if start is None
+                else f"holding v{start.version} (found in {out_dir / MODEL_FILE}, verified)",
             )
             failover = None
             if regions is not None and choice is not None and failover_config is not None:
@@ -168,20 +193,57 @@ def _serve(
     failover: RegionFailover | None,
     stop: threading.Event,
 ) -> None:
-    """Install each version as it becomes ready, until stopped or --exit-after installs."""
-    installs = 0
-    while not stop.is_set():
-        if failover is not None:
-            failover.maybe_check()
-        if watcher.wait_ready(timeout_s=0.5) is None:
-            continue
-        result = watcher.install(sink=lambda s: _write_file(out_dir, s))
-        if result is None:
-            continue
-        installs += 1
-        _after_install(args, out_dir, result, reporter)
-        if args.exit_after is not None and installs >= args.exit_after:
-            return
+    """Install each version as it becomes ready, until stopped or --exit-after installs.
+
+    Failures of the background work go into the status object as they happen
+    (rate-limited by the reporter); one this loop cannot get past (a failed
+    install, a dead thread) is written there too, then raised: the process exits.
+    """
+    installs, doing = 0, "watching"
+    try:
+        while not stop.is_set():
+            watcher.check_alive()
+            if failover is not None:
+                failover.maybe_check()
+            _report_failures(reporter, watcher, failover)
+            if watcher.wait_ready(timeout_s=0.5) is None:
+                continue
+            doing = f"installing v{watcher.ready_version}"
+            result = _install(watcher, out_dir)
+            doing = "watching"
+            if result is None:
+                continue
+            installs += 1
+            _after_install(args, out_dir, result, reporter)
+            if args.exit_after is not None and installs >= args.exit_after:
+                return
+    except Exception as exc:
+        _report(reporter.error, f"stopped while {doing}: {exc}")
+        raise
+
+
+def _report_failures(
+    reporter: StatusReporter, watcher: Watcher, failover: RegionFailover | None
+) -> None:
+    """The newest current failure of the background work into the status (rate-limited)."""
+    found: list[Failure] = [
+        f for f in (watcher.failure, failover.failure if failover else None) if f is not None
+    ]
+    newest = max(found, key=lambda f: f.at_s, default=None)
+    if newest is None:
+        _report(reporter.failing, None)
+    else:
+        _report(reporter.failing, newest.message, newest.at_s)
+
+
+def _install(watcher: Watcher, out_dir: Path) -> InstallResult | None:
+    """Install the ready version into DIR; an OSError the writer let through is exit 2."""
+    try:
+        return watcher.install(sink=lambda s: _write_file(out_dir, s))
+    except WanrlError:
+        raise
+    except OSError as exc:
+        raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {exc.strerror or exc}") from exc
 
 
 def _failover(
@@ -206,7 +268,7 @@ def _failover(
     )
 
 
-def _report(write: Callable[..., None], *args: object) -> None:
+def _report(write: Callable[..., object], *args: object) -> None:
     """Write the status object, best effort: it lives in the start-up region's bucket,
     which may be the region that is down while the worker reads from another."""
     try:
@@ -218,13 +280,11 @@ def _report(write: Callable[..., None], *args: object) -> None:
 def _after_install(
     args: argparse.Namespace, out_dir: Path, result: InstallResult, reporter: StatusReporter
 ) -> None:
-    via = "->".join(f"v{v}" for v in result.path) or "local"
     log.info(
-        "installed v%d via %s: %s in %.2f s download + %.2f s verify + %.2f s write; "
-        "%.1f s after publish",
+        "installed v%d: %s; %.2f s download + %.2f s verify + %.2f s write; "
+        "%.1f s after it was published",
         result.version,
-        via,
-        human_bytes(result.downloaded_bytes),
+        result.source,
         result.download_s,
         result.verify_s,
         result.apply_s,

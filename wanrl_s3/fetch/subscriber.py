@@ -98,7 +98,10 @@ class Subscriber:
         # are immutable) and by the newest LATEST read (replaced by the next one).
         self._pins: dict[int, str] = {}
         self._latest_pin: tuple[int, str] | None = None
-        self._newest_seen = -1  # the newest LATEST version read: LATEST never moves back
+        self._latest_named = -1  # the version the newest LATEST read names
+        # the newest version a LATEST named whose manifest this reader then read: LATEST
+        # never moves back below it (a pointer to a version that never appears sets no floor)
+        self._newest_followed = -1
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -126,20 +129,21 @@ class Subscriber:
         """Check a LATEST before anyone follows it, and pin the manifest it names.
 
         With a verifier, the pointer must be signed, valid and unexpired. Always, it
-        must not move backwards from the newest one this reader has seen: a rollback
-        is refused (the reader keeps what it has) until a newer version appears.
+        must not move backwards from the newest one this reader has followed (read
+        the manifest of): a rollback is refused (the reader keeps what it has) until
+        a newer version appears.
         """
         if pointer is None:
             return None
         if self.verifier is not None:
             latest_pointer.check_signed(pointer, self.verifier)
         with self._lock:
-            if pointer.version < self._newest_seen:
+            if pointer.version < self._newest_followed:
                 raise VerificationError(
-                    f"LATEST at {self.store.url} moved backwards from v{self._newest_seen} "
+                    f"LATEST at {self.store.url} moved backwards from v{self._newest_followed} "
                     f"to v{pointer.version}: a rollback, not followed"
                 )
-            self._newest_seen = pointer.version
+            self._latest_named = pointer.version
             if pointer.manifest_hash is not None:
                 self._latest_pin = (pointer.version, pointer.manifest_hash)
         return pointer
@@ -160,9 +164,11 @@ class Subscriber:
                 f"manifest of version {m.version} at {self.store.url} is not the one its "
                 "successor or LATEST names (edited, or from another run)"
             )
-        if m.base_version is not None and m.base_manifest_hash is not None:
-            with self._lock:
+        with self._lock:
+            if m.base_version is not None and m.base_manifest_hash is not None:
                 self._pins.setdefault(m.base_version, m.base_manifest_hash)
+            if m.version == self._latest_named:
+                self._newest_followed = max(self._newest_followed, m.version)
 
     def resolve(self, version: int | str | None) -> int:
         if version is None or version == "latest":

@@ -13,8 +13,19 @@ Before downloading, the watcher checks that the version is whole in its store
 (:meth:`Subscriber.missing`). In a replica region, bucket replication can show
 LATEST before the manifest, or a manifest before its payload; such a version
 is not yet visible, which is not an error: the watcher logs it, waits with
-exponential backoff and checks again. :meth:`Watcher.switch` moves a watcher
-to another region's store (a fallback), keeping the version it holds.
+exponential backoff and checks again. A version that stays invisible past
+``invisible_grace_s`` is reported as an error (a pointer to a version that
+does not exist, or replication that stalled), and a LATEST that changes again
+is followed at once: one pointer the watcher could not follow never blocks the
+next. :meth:`Watcher.switch` moves a watcher to another region's store (a
+fallback), keeping the version it holds.
+
+Neither background thread may die unseen: each catches every exception at its
+top, logs it in one line, records it as :attr:`Watcher.failure` (the worker
+writes it into its status object) and tries again with exponential backoff.
+Only an exception that is not an ``Exception`` (``SystemExit`` raised in a
+thread, say) ends a thread; :attr:`Watcher.alive` then turns false and
+:meth:`Watcher.check_alive` raises, so that the process can exit.
 
 With ``WatchConfig.share_dir``, the watchers of one host download each version
 once between them (:mod:`wanrl_s3.fetch.node_share`) and map one shared copy.
@@ -33,20 +44,26 @@ import numpy as np
 from ..errors import FetchCancelled, NotFoundError, UsageError, WanrlError
 from ..format.latest import Latest
 from ..store import SYSTEM_CLOCK, Clock
-from ..units import require_positive
+from ..units import MiB, require_positive
 from .node_share import NodeShare
 from .subscriber import Snapshot, Subscriber
 
 log = logging.getLogger(__name__)
+_MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float overflow
 
 
 @dataclass(frozen=True)
 class WatchConfig:
     poll_interval_s: float = 10.0
     jitter_fraction: float = 0.2  # each wait is interval * (1 +- jitter)
-    retry_backoff_s: float = 5.0  # wait after a failed download before trying again
+    retry_backoff_s: float = 5.0  # first wait after a failed download; doubles on each failure
     # first wait for a version not yet visible (replicating); doubles up to poll_interval_s
     visible_backoff_s: float = 0.5
+    # the longest wait after repeated failures (polls and downloads back off up to it)
+    max_backoff_s: float = 60.0
+    # a version LATEST names that is still not whole after this long is reported as an error
+    # (a pointer to a version that does not exist, or stalled replication); still checked
+    invisible_grace_s: float = 300.0
     # a directory (on a tmpfs: /dev/shm/...) that the watchers of one host share: each
     # version is downloaded once per host and mapped by all (wanrl_s3.fetch.node_share)
     share_dir: str | None = None
@@ -55,7 +72,8 @@ class WatchConfig:
         require_positive("poll_interval_s", self.poll_interval_s)
         if not 0 <= self.jitter_fraction < 1:
             raise UsageError(f"jitter_fraction must be in [0, 1), got {self.jitter_fraction}")
-        require_positive("visible_backoff_s", self.visible_backoff_s)
+        for name in ("retry_backoff_s", "visible_backoff_s", "max_backoff_s", "invisible_grace_s"):
+            require_positive(name, getattr(self, name))
 
     def next_wait_s(self, rng: random.Random) -> float:
         return self._jittered(self.poll_interval_s, rng)
@@ -63,10 +81,43 @@ class WatchConfig:
     def visible_wait_s(self, attempt: int, rng: random.Random) -> float:
         """The wait before visibility check ``attempt`` + 1: exponential, capped, jittered."""
         cap_s = max(self.poll_interval_s, self.visible_backoff_s)
-        return self._jittered(min(cap_s, self.visible_backoff_s * 2 ** (attempt - 1)), rng)
+        return self._jittered(_doubled(self.visible_backoff_s, attempt, cap_s), rng)
+
+    def failure_wait_s(self, first_s: float, failures: int, rng: random.Random) -> float:
+        """The wait after ``failures`` failures in a row: ``first_s`` doubling up to the cap."""
+        cap_s = max(self.max_backoff_s, first_s)
+        return self._jittered(_doubled(first_s, failures, cap_s), rng)
 
     def _jittered(self, wait_s: float, rng: random.Random) -> float:
         return wait_s * (1 + rng.uniform(-self.jitter_fraction, self.jitter_fraction))
+
+
+def _doubled(first_s: float, attempt: int, cap_s: float) -> float:
+    return min(cap_s, first_s * 2 ** min(max(attempt - 1, 0), _MAX_DOUBLINGS))
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a watcher's background work last failed at, for logs and the status object.
+
+    ``what`` is "poll" (reading LATEST), "visibility" (a version LATEST names is
+    still not whole after the grace period), "download" (download, verify or
+    decode) or "thread" (a thread ended: fatal); a region failover adds
+    "region". ``at_s`` is wall-clock time.
+    """
+
+    what: str
+    message: str
+    at_s: float
+
+
+def describe_source(path: tuple[int, ...], downloaded_bytes: int) -> str:
+    """Where a ready version's bytes came from, for a person reading the log."""
+    if not path:
+        return "nothing downloaded (a verified copy already on this host)"
+    versions = ", ".join(f"v{v}" for v in path)
+    payload = "the payload" if len(path) == 1 else "the payloads"
+    return f"downloaded {downloaded_bytes / MiB:,.1f} MiB ({payload} of {versions})"
 
 
 @dataclass(frozen=True)
@@ -88,6 +139,11 @@ class InstallResult:
     @property
     def total_s(self) -> float:
         return self.installed_at_s - self.published_at_s
+
+    @property
+    def source(self) -> str:
+        """Where its bytes came from, in words (see :func:`describe_source`)."""
+        return describe_source(self.path, self.downloaded_bytes)
 
     def to_dict(self) -> dict[str, float | int | list[int]]:
         return {
@@ -122,7 +178,7 @@ class _State:
     installing: Snapshot | None = None  # taken from ready, being applied by install()
     installed: Snapshot | None = None
     seen_at_s: dict[int, float] = field(default_factory=dict)
-    last_error: str | None = None
+    failures: dict[str, Failure] = field(default_factory=dict)  # by Failure.what; current only
 
 
 class Watcher:
@@ -148,16 +204,42 @@ class Watcher:
         self._work = threading.Event()
         self._etag: str | None = None
         self._invisible_checks = 0  # consecutive "not yet visible" answers, for the backoff
+        self._invisible_since: tuple[int, float] | None = None  # (version, monotonic start)
+        self._download_failures = 0  # in a row, for the backoff
         self._threads: list[threading.Thread] = []
         self._share = NodeShare(self.config.share_dir) if self.config.share_dir else None
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> Watcher:
-        for target, name in ((self._poll_loop, "wanrl-poll"), (self._download_loop, "wanrl-dl")):
-            t = threading.Thread(target=target, name=name, daemon=True)
+        for loop, name in ((self._poll_loop, "wanrl-poll"), (self._download_loop, "wanrl-dl")):
+            t = threading.Thread(target=self._guarded, args=(loop, name), name=name, daemon=True)
             t.start()
             self._threads.append(t)
         return self
+
+    @property
+    def alive(self) -> bool:
+        """False once a background thread has ended while the watcher was not stopping."""
+        return self._stop.is_set() or all(t.is_alive() for t in self._threads)
+
+    def check_alive(self) -> None:
+        """Raise if a background thread has died (the process should exit: nothing installs)."""
+        if not self.alive:
+            failure = self._state.failures.get("thread")
+            raise RuntimeError(failure.message if failure else "a watcher thread ended")
+
+    def _guarded(self, loop: Callable[[], None], name: str) -> None:
+        """Run a thread's loop; an exception that ends it is recorded, never silent.
+
+        The loops catch every ``Exception`` themselves and go on; what reaches
+        here (``SystemExit``, ``KeyboardInterrupt`` raised in the thread) ends
+        the thread, and :meth:`check_alive` reports it.
+        """
+        try:
+            loop()
+        except BaseException as exc:
+            self._record("thread", f"the {name} thread stopped: {_describe(exc)}", fatal=True)
+            raise
 
     def stop(self, timeout_s: float = 30.0) -> None:
         self._stop.set()
@@ -184,8 +266,15 @@ class Watcher:
         return None if ready is None else ready.snapshot.version
 
     @property
+    def failure(self) -> Failure | None:
+        """The newest current failure of the background work; None once it has recovered."""
+        with self._lock:
+            return max(self._state.failures.values(), key=lambda f: f.at_s, default=None)
+
+    @property
     def last_error(self) -> str | None:
-        return self._state.last_error
+        failure = self.failure
+        return None if failure is None else failure.message
 
     @property
     def held_version(self) -> int | None:
@@ -212,7 +301,8 @@ class Watcher:
             self.sub = subscriber
             self._etag = None
             self._state.visible = None
-            self._invisible_checks = 0
+            self._invisible_checks, self._invisible_since = 0, None
+            self._state.failures.pop("visibility", None)
         self._cancel.set()
         self._work.set()
 
@@ -272,7 +362,13 @@ class Watcher:
 
     # -- polling --------------------------------------------------------------------
     def poll_once(self) -> Latest | None:
-        """One conditional GET of LATEST; a newer version wakes the downloader."""
+        """One conditional GET of LATEST; a newer version wakes the downloader.
+
+        The version wanted is the one LATEST names now, not the highest it ever
+        named: a pointer to a version that never appears is dropped as soon as
+        LATEST changes again (the subscriber still refuses a rollback below a
+        version it has followed).
+        """
         with self._lock:
             sub, etag = self.sub, self._etag
         polled = sub.poll_latest(etag)
@@ -284,24 +380,49 @@ class Watcher:
                 return None
             self._etag = polled[1]
             st = self._state
-            newest = max((v for v in (st.want, self._held_version()) if v is not None), default=-1)
-            if latest.version <= newest:
+            if latest.version != st.want:
+                self._follow(latest.version)
+            held = self._held_version()
+            if held is not None and latest.version <= held:
                 return latest
-            st.want = latest.version
             st.seen_at_s.setdefault(latest.version, self.clock.time())
             downloading = st.downloading
-        if downloading is not None and self._should_abandon(downloading, latest.version):
+        if (
+            downloading is not None
+            and downloading < latest.version
+            and self._should_abandon(downloading, latest.version)
+        ):
             self._cancel.set()
         self._work.set()
         return latest
 
+    def _follow(self, version: int) -> None:
+        """LATEST now names ``version``: forget what an earlier pointer asked for (lock held)."""
+        st = self._state
+        st.want = version
+        for named in [v for v in st.seen_at_s if v > version]:  # no longer named by LATEST
+            del st.seen_at_s[named]
+        self._invisible_since = None
+        st.failures.pop("visibility", None)
+
     def _poll_loop(self) -> None:
+        failures = 0
         while not self._stop.is_set():
             try:
                 self.poll_once()
-            except WanrlError as exc:
-                self._record_error(f"poll: {exc}")
-            self._stop.wait(self.config.next_wait_s(self._rng))
+            except Exception as exc:  # a poll thread that dies freezes the worker unseen
+                failures += 1
+                self._record("poll", f"reading LATEST failed: {_describe(exc)}")
+                wait_s = self.config.failure_wait_s(
+                    self.config.poll_interval_s, failures, self._rng
+                )
+            else:
+                if failures:
+                    log.info("reading LATEST works again after %d failed attempts", failures)
+                failures = 0
+                self._clear("poll")
+                wait_s = self.config.next_wait_s(self._rng)
+            self._stop.wait(wait_s)
 
     def _held(self) -> Snapshot | None:
         """The newest version this watcher has: ready, being installed, or installed."""
@@ -328,8 +449,11 @@ class Watcher:
         while not self._stop.is_set():
             self._work.wait()
             self._work.clear()
-            while not self._stop.is_set() and self.fetch_once():
-                pass
+            try:
+                while not self._stop.is_set() and self.fetch_once():
+                    pass
+            except Exception as exc:  # fetch_once handles the expected failures
+                self._download_failed(self._state.want, exc)
 
     def fetch_once(self) -> bool:
         """Download the newest wanted version if it is newer than what is held; True if done."""
@@ -345,15 +469,17 @@ class Watcher:
         with self._lock:
             self._state.downloading, self._state.progress_bytes = want, 0
             self._cancel.clear()
-        log.info("downloading v%d (holding v%s)", want, None if have is None else have.version)
+        log.info(
+            "downloading v%d (%s)",
+            want,
+            "holding no version yet" if have is None else f"holding v{have.version}",
+        )
         try:
             snap = self._fetch(sub, want, have)
         except FetchCancelled:
             return not self._stop.is_set()
-        except WanrlError as exc:
-            self._record_error(f"download of v{want}: {exc}")
-            self._stop.wait(self.config.retry_backoff_s)
-            self._work.set()  # try again
+        except Exception as exc:  # any failure: record it, back off, try again
+            self._download_failed(want, exc)
             return False
         finally:
             with self._lock:
@@ -364,12 +490,32 @@ class Watcher:
             for skipped in [v for v in seen_at if v < want]:  # superseded: never installed
                 del seen_at[skipped]
             self._state.ready = _Ready(snap, seen, self.clock.time())
-            self._state.last_error = None
+            self._state.failures.pop("download", None)
+            self._download_failures = 0
             self._lock.notify_all()
         log.info(
-            "version %d ready: %d bytes via %s", snap.version, snap.downloaded_bytes, snap.path
+            "v%d ready: %s, verified",
+            snap.version,
+            describe_source(snap.path, snap.downloaded_bytes),
         )
         return True
+
+    def _download_failed(self, want: int | None, exc: BaseException) -> None:
+        """Record a failed download and wait (backing off) before the next try.
+
+        A newer version, a switch or stop() ends the wait early.
+        """
+        self._download_failures += 1
+        wait_s = self.config.failure_wait_s(
+            self.config.retry_backoff_s, self._download_failures, self._rng
+        )
+        self._record(
+            "download",
+            f"download of v{want} failed: {_describe(exc)} (attempt {self._download_failures}; "
+            f"next in {wait_s:.1f} s)",
+        )
+        self._work.wait(wait_s)
+        self._work.set()  # try again
 
     def _fetch(self, sub: Subscriber, want: int, have: Snapshot | None) -> Snapshot:
         if self._share is None:
@@ -380,17 +526,19 @@ class Watcher:
         """Whether ``want`` is whole in the store; if not, log it, back off, and retry later."""
         try:
             missing = sub.missing(want, None if have is None else have.version)
-        except WanrlError as exc:
-            self._record_error(f"visibility check of v{want}: {exc}")
-            wait_s = self.config.retry_backoff_s
-        else:
-            if missing is None:
-                with self._lock:
-                    self._invisible_checks = 0
-                    self._state.visible = max(want, self._state.visible or -1)
-                return True
-            self._invisible_checks += 1
-            wait_s = self.config.visible_wait_s(self._invisible_checks, self._rng)
+        except Exception as exc:  # recorded like a failed download
+            self._download_failed(want, exc)
+            return False
+        if missing is None:
+            with self._lock:
+                self._invisible_checks, self._invisible_since = 0, None
+                self._state.visible = max(want, self._state.visible or -1)
+                self._state.failures.pop("visibility", None)
+            return True
+        self._invisible_checks += 1
+        wait_s = self.config.visible_wait_s(self._invisible_checks, self._rng)
+        waited_s = self._invisible_for_s(want)
+        if waited_s <= self.config.invisible_grace_s:
             log.info(
                 "v%d is not yet visible at %s (missing %s): still replicating, not an "
                 "error; checking again in %.1f s",
@@ -399,17 +547,47 @@ class Watcher:
                 missing,
                 wait_s,
             )
+        else:
+            self._record(
+                "visibility",
+                f"LATEST names v{want}, which is still not whole at {sub.store.url} after "
+                f"{waited_s:.0f} s, past the {self.config.invisible_grace_s:g} s grace "
+                f"(missing {missing}): a pointer to a version that does not exist, or stalled "
+                "replication; still checking, and following LATEST when it changes",
+                log_it="visibility" not in self._state.failures,  # once per pointer, not per check
+            )
         self._work.wait(wait_s)  # a newer version or stop() ends the wait early
         self._work.set()
         return False
 
+    def _invisible_for_s(self, version: int) -> float:
+        """How long ``version`` has been named by LATEST and found not whole."""
+        now_s = self.clock.monotonic()
+        with self._lock:
+            if self._invisible_since is None or self._invisible_since[0] != version:
+                self._invisible_since = (version, now_s)
+            return now_s - self._invisible_since[1]
+
     def _count(self, n: int) -> None:
         self._state.progress_bytes += n
 
-    def _record_error(self, message: str) -> None:
-        log.warning("%s", message)
+    def _record(self, what: str, message: str, *, fatal: bool = False, log_it: bool = True) -> None:
+        """Log a failure in one line and keep it as the current failure of its kind."""
+        if log_it:
+            (log.error if fatal else log.warning)("%s", message)
         with self._lock:
-            self._state.last_error = message
+            self._state.failures[what] = Failure(what, message, self.clock.time())
+
+    def _clear(self, what: str) -> None:
+        with self._lock:
+            self._state.failures.pop(what, None)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for a failure: our errors speak for themselves; anything else is named."""
+    if isinstance(exc, WanrlError):
+        return str(exc)
+    return f"unexpected {type(exc).__name__}: {exc}"
 
 
 def wait_visible(

@@ -1,13 +1,18 @@
 """Fleet status: each worker's status object, and T_bcast as the fleet saw it.
 
-Every worker writes ``<prefix>/workers/<id>.json`` after each install (and on
-errors): its installed version, the timings of its recent installs, bytes
-moved, its last error, the region it reads from and, while that is not its
-own (a fallback from a lagging region), why. :func:`fleet_report` turns those into, per version,
-T_bcast measured when a target fraction of the workers (default 90%) had
-installed it or something newer, the tail separately, and the workers that
-lag. The reference page explains why the tail must not define T_bcast: one
-slow link would then size the fleet for everyone.
+Every worker writes ``<prefix>/workers/<id>.json`` after each install and
+while it fails: its installed version, the timings of its recent installs,
+bytes moved, its last error and when it happened, the region it reads from
+and, while that is not its own (a fallback from a lagging region), why. A
+failing worker rewrites it at most once per ``failure_interval_s``
+(:meth:`StatusReporter.failing`), so that its status stays fresh without
+hammering the bucket; the next install clears the error.
+
+:func:`fleet_report` turns those into, per version, T_bcast measured when a
+target fraction of the workers (default 90%) had installed it or something
+newer, the tail separately, and the workers that lag. The reference page
+explains why the tail must not define T_bcast: one slow link would then size
+the fleet for everyone.
 
 Times are wall-clock seconds from different machines (publisher and
 workers); their clocks must be synchronised (NTP) for T_bcast to mean much.
@@ -18,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -26,11 +31,15 @@ from typing import Any
 from ..errors import NotFoundError, UsageError, WorkerStatusError
 from ..fetch.watch import InstallResult
 from ..format import layout
+from ..format.manifest import load_bounded_json
 from ..store import ObjectStore
+from ..units import MiB, require_non_negative
 
 STATUS_FORMAT = "wanrl-s3/worker-status"
 HISTORY = 64
 READ_THREADS = 8  # status objects are small: a fleet's worth is latency-bound GETs
+MAX_STATUS_BYTES = 4 * MiB  # 64 installs are ~20 KB; an integration's fields fit easily
+FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this often
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class WorkerStatus:
     installs: tuple[dict[str, Any], ...] = ()  # newest last: InstallResult.to_dict()
     downloaded_bytes_total: int = 0
     last_error: str | None = None
+    last_error_at_s: float | None = None  # when last_error happened (wall clock)
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
     # Fields an integration adds (e.g. verl's step -> version map); readers ignore them.
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -54,7 +64,14 @@ class WorkerStatus:
             installs=(*self.installs, result.to_dict())[-HISTORY:],
             downloaded_bytes_total=self.downloaded_bytes_total + result.downloaded_bytes,
             last_error=None,
+            last_error_at_s=None,
         )
+
+    def with_error(self, message: str | None, at_s: float | None = None) -> WorkerStatus:
+        """This status showing ``message`` (None: no error) as its last error, at ``at_s``."""
+        if message is None:
+            return replace(self, last_error=None, last_error_at_s=None)
+        return replace(self, last_error=message, last_error_at_s=at_s or time.time())
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -68,6 +85,7 @@ class WorkerStatus:
                 "installs": list(self.installs),
                 "downloaded_bytes_total": self.downloaded_bytes_total,
                 "last_error": self.last_error,
+                "last_error_at_s": self.last_error_at_s,
                 "fallback": self.fallback,
             }
         ).encode()
@@ -76,10 +94,11 @@ class WorkerStatus:
     def from_json(cls, data: bytes) -> WorkerStatus:
         """Parse a status object; fields this class does not know come back in ``extra``.
 
-        Raises :class:`WorkerStatusError` for bytes that are not a status object.
+        Raises :class:`WorkerStatusError` for bytes that are not a status object,
+        including bytes too large or nested too deep to parse (checked first).
         """
         try:
-            d = json.loads(data)
+            d = load_bounded_json(data, "worker status object", MAX_STATUS_BYTES)
             if d.get("format") != STATUS_FORMAT:
                 raise ValueError(f"format is {d.get('format')!r}, not {STATUS_FORMAT!r}")
             return cls(
@@ -90,6 +109,7 @@ class WorkerStatus:
                 installs=tuple(d.get("installs", ())),
                 downloaded_bytes_total=int(d.get("downloaded_bytes_total", 0)),
                 last_error=d.get("last_error"),
+                last_error_at_s=_optional_float(d.get("last_error_at_s")),
                 fallback=d.get("fallback"),
                 extra={k: v for k, v in d.items() if k not in _OWN_KEYS},
             )
@@ -102,6 +122,10 @@ class WorkerStatus:
         return min(times) if times else None
 
 
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
 _OWN_KEYS = frozenset({"format"} | {f.name for f in fields(WorkerStatus)} - {"extra"})
 
 
@@ -111,20 +135,58 @@ class StatusReporter:
     An integration that records more per worker (verl's step -> version map) passes
     its fields as ``extra``: they are written with the status and kept in later
     writes, and :func:`read_statuses` hands them back in ``WorkerStatus.extra``.
-    Every method writes once, synchronously; a failed write raises and the next
-    one carries the whole state again.
+    Every method writes once, synchronously, except :meth:`failing`, which is
+    rate-limited; a failed write raises and the next one carries the whole state
+    again.
     """
 
-    def __init__(self, store: ObjectStore, worker_id: str, region: str = "") -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        worker_id: str,
+        region: str = "",
+        *,
+        failure_interval_s: float = FAILURE_INTERVAL_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.store = store
         self.key = layout.worker_status_key(worker_id)  # checks the id
         self.status = WorkerStatus(worker_id, region)
+        self.failure_interval_s = require_non_negative("failure_interval_s", failure_interval_s)
+        self._monotonic = monotonic
+        self._failure_written_s: float | None = None  # when failing() last wrote
+        self._failure_shown: str | None = None  # the message failing() last wrote
 
     def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
+        self._failure_shown = None  # the install clears it
         self._write(self.status.with_install(result), extra)
 
-    def error(self, message: str) -> None:
-        self._write(replace(self.status, last_error=message))
+    def error(self, message: str, at_s: float | None = None) -> None:
+        """Show ``message`` as the last error at once (until the next install)."""
+        self._write(self.status.with_error(message, at_s))
+
+    def failing(self, message: str | None, at_s: float | None = None) -> bool:
+        """Show an ongoing failure (``None``: it is over) in the status; True if written.
+
+        For a worker's background failures, which can repeat every poll: the
+        first one is written at once, then the status is rewritten (fresh
+        ``updated_at_s``, newest message) at most once per ``failure_interval_s``;
+        the end of the failure is written under the same limit. An error set
+        by :meth:`error` is not cleared here, only by the next install.
+        """
+        if message is None and (
+            self._failure_shown is None or self.status.last_error != self._failure_shown
+        ):
+            return False
+        now_s = self._monotonic()
+        if (
+            self._failure_written_s is not None
+            and now_s - self._failure_written_s < self.failure_interval_s
+        ):
+            return False
+        self._failure_written_s, self._failure_shown = now_s, message
+        self._write(self.status.with_error(message, at_s))
+        return True
 
     def region_changed(self, region: str, fallback: str | None) -> None:
         """Now reading from ``region``; ``fallback`` says why it is not the worker's own."""
@@ -198,6 +260,7 @@ class FleetReport:
                     "installed_version": w.installed_version,
                     "updated_at_s": w.updated_at_s,
                     "last_error": w.last_error,
+                    "last_error_at_s": w.last_error_at_s,
                     "fallback": w.fallback,
                 }
                 for w in self.workers

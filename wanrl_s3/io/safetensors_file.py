@@ -27,6 +27,8 @@ from ..errors import UsageError
 from ..format import dtypes
 from ..units import MiB
 
+FILE_MODE = 0o644  # what we write is a model for other processes (and users) to read
+
 MAX_HEADER_BYTES = 100 * MiB
 _ALIGN = 8
 
@@ -196,6 +198,7 @@ class SafetensorsWriter:
         if not self.path.parent.is_dir():
             raise UsageError(f"cannot write {self.path}: {self.path.parent} is not a directory")
         fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent)
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide it from a server run as another user
         self._tmp = Path(tmp)
         with os.fdopen(fd, "wb") as f:
             f.write(len(blob).to_bytes(8, "little"))

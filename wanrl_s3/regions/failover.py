@@ -12,6 +12,10 @@ is within the limit (the primary always is), says so in a log line and through
 region holds, whole, the version its LATEST names, and that is no older than
 the one the worker holds. Reading across
 regions costs inter-region egress, which is why the worker goes home.
+
+:meth:`RegionFailover.maybe_check` runs in the worker's main loop; whatever a
+check raises is logged in one line and kept as :attr:`RegionFailover.failure`
+(the worker writes it into its status object), and the next check tries again.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import WanrlError
 from ..fetch.subscriber import Subscriber
-from ..fetch.watch import Watcher
+from ..fetch.watch import Failure, Watcher
 from ..store import SYSTEM_CLOCK, Clock
 from ..units import require_int, require_positive
 from .config import RegionsConfig
@@ -63,6 +67,7 @@ class RegionFailover:
         self.regions, self.home, self.serving = regions, home, home
         self.watcher, self.config, self.clock = watcher, config, clock
         self.fallback: str | None = None  # why we read from ``serving``, while it is not home
+        self.failure: Failure | None = None  # the last check's, until one succeeds
         self._open = subscriber_for
         self._subs: dict[str, Subscriber] = {home: watcher.sub}
         self._order = tuple(dict.fromkeys((*order, regions.primary, *regions.names)))
@@ -81,7 +86,15 @@ class RegionFailover:
         if now < self._next_check_s:
             return None
         self._next_check_s = now + self.config.check_interval_s
-        return self.check()
+        try:
+            moved = self.check()
+        except Exception as exc:  # the worker must go on serving what it holds
+            message = f"region check failed: {type(exc).__name__}: {exc}"
+            log.warning("%s", message)
+            self.failure = Failure("region", message, self.clock.time())
+            return None
+        self.failure = None
+        return moved
 
     def check(self) -> str | None:
         """Compare with the primary once; a sentence when the watcher moved, else None."""

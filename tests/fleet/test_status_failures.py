@@ -1,0 +1,89 @@
+"""A failing worker's status object: shown at once, refreshed at a bounded rate, cleared.
+
+On a real (moto) bucket; the reporter's clock is a counter the test moves, so the
+rate limit is checked exactly, not by sleeping.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fleet.test_status import install
+from wanrl_s3 import StatusReporter, WorkerStatus, WorkerStatusError, open_store
+from wanrl_s3.format import layout
+from wanrl_s3.store import ObjectStore
+
+
+@pytest.fixture
+def s3_store(s3_url: str, moto_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=moto_endpoint)
+
+
+class Ticks:
+    def __init__(self) -> None:
+        self.now_s = 1000.0
+
+    def __call__(self) -> float:
+        return self.now_s
+
+
+def stored(store: ObjectStore, worker_id: str) -> WorkerStatus:
+    return WorkerStatus.from_json(store.get_bytes(layout.worker_status_key(worker_id)))
+
+
+def test_failures_are_written_at_once_then_at_most_once_per_interval(s3_store) -> None:  # type: ignore[no-untyped-def]
+    ticks = Ticks()
+    reporter = StatusReporter(s3_store, "w1", failure_interval_s=10, monotonic=ticks)
+    assert reporter.failing(None) is False  # nothing to clear: nothing written
+    assert not s3_store.exists(layout.worker_status_key("w1"))
+    assert reporter.failing("download of v2 failed: hash mismatch", at_s=50.0) is True
+    first = stored(s3_store, "w1")
+    assert first.last_error == "download of v2 failed: hash mismatch"
+    assert first.last_error_at_s == 50.0
+    written = [
+        reporter.failing("download of v2 failed: hash mismatch", at_s=50.0 + i)
+        for i in range(1, 100)  # a failure every poll, all within the interval
+    ]
+    assert not any(written) and stored(s3_store, "w1").updated_at_s == first.updated_at_s
+    ticks.now_s += 10
+    assert reporter.failing("download of v2 failed: hash mismatch", at_s=61.0) is True
+    assert stored(s3_store, "w1").last_error_at_s == 61.0  # refreshed while it lasts
+    ticks.now_s += 1
+    assert reporter.failing(None) is False  # over, but the next write must wait
+    ticks.now_s += 10
+    assert reporter.failing(None) is True
+    cleared = stored(s3_store, "w1")
+    assert cleared.last_error is None and cleared.last_error_at_s is None
+
+
+def test_an_install_clears_the_error_and_a_hook_error_outlives_background_recovery(
+    s3_store,  # type: ignore[no-untyped-def]
+) -> None:
+    ticks = Ticks()
+    reporter = StatusReporter(s3_store, "w2", failure_interval_s=10, monotonic=ticks)
+    reporter.failing("reading LATEST failed: nests deeper than 32 levels")
+    reporter.installed(install(3, at_s=100.0))
+    status = stored(s3_store, "w2")
+    assert status.installed_version == 3 and status.last_error is None
+    reporter.error("--on-install exited 1 after v3")
+    ticks.now_s += 60
+    assert reporter.failing(None) is False  # not a background failure: kept until an install
+    assert stored(s3_store, "w2").last_error == "--on-install exited 1 after v3"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "x": '
+        + b"[" * 30_000
+        + b"]" * 30_000
+        + b"}",
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "x": "'
+        + b"a" * (5 * 2**20)
+        + b'"}',
+    ],
+    ids=["deep", "huge"],
+)
+def test_a_hostile_status_object_is_a_status_error_not_a_crash(data: bytes) -> None:
+    with pytest.raises(WorkerStatusError, match="malformed worker status object"):
+        WorkerStatus.from_json(data)
