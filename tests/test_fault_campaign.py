@@ -1,0 +1,47 @@
+"""The fast part of the fault campaign (benchmarks/faults.py --quick): every counter is 0.
+
+Every injected fault kind, publisher and worker kills, racing publishers, each
+tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
+failed, where mounting is not permitted) and fuzzed arguments, all through the
+real command line against moto. The whole campaign is its own command; its
+figures are in docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from wanrl_s3.testing import make_bucket
+
+CAMPAIGN = Path(__file__).resolve().parents[1] / "benchmarks" / "faults.py"
+
+
+def load_campaign():  # type: ignore[no-untyped-def]
+    """benchmarks/faults.py as the module ``faults`` (its child processes import it by name)."""
+    sys.path.insert(0, str(CAMPAIGN.parent))
+    spec = importlib.util.spec_from_file_location("faults", CAMPAIGN)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["faults"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_campaign_finds_nothing(moto_endpoint: str, tmp_path: Path) -> None:
+    make_bucket(moto_endpoint)  # the server answers before the clock starts
+    faults = load_campaign()
+    report = faults.run_campaign(moto_endpoint, 14, faults.Plan.quick(), tmp_path)
+    kinds = report["kinds"]
+    for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
+                 "trickle", "flip_request", "flip_response", "lost_manifest_create",
+                 "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz"):  # fmt: skip
+        assert kinds[kind]["count"] >= 1, kind
+    tampered = {k.split(":")[1] for k in kinds if k.startswith("tamper:")}
+    assert tampered >= set(faults.Campaign.TAMPERINGS) | {"worker_latest"}
+    assert sum(k["faults"] for k in kinds.values()) >= 10  # the proxy really injected
+    if "full_disk" not in kinds:
+        assert any("mount" in note for note in report["notes"]), report["notes"]
+    counters = {name: report[name] for name in faults.COUNTERS}
+    assert counters == dict.fromkeys(faults.COUNTERS, 0), "\n".join(report["findings"])
