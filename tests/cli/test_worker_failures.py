@@ -102,6 +102,7 @@ def holding_v1(
     return pub, state, w
 
 
+@pytest.mark.slow  # the watcher-level twin is in tests/fetch/test_watch_liveness.py
 def test_a_deeply_nested_latest_is_reported_then_the_repaired_store_is_followed(
     s3_url: str, moto_endpoint: str, store: ObjectStore, tmp_path: Path
 ) -> None:
