@@ -64,11 +64,15 @@ def _bits(state: State) -> dict[str, np.ndarray]:
     return {name: to_numpy(t, name=name).view(np.uint16).copy() for name, t in state.items()}
 
 
-def _delta_bytes(old: Mapping[str, np.ndarray], new: Mapping[str, np.ndarray]) -> int:
-    """Bytes of an XOR delta against ``old``, each tensor at its cheaper of delta and raw."""
+def _delta_bytes(
+    old: Mapping[str, np.ndarray], new: Mapping[str, np.ndarray], config: PublishConfig
+) -> int:
+    """What a delta version against ``old`` would store, encoded as the Publisher does:
+    each tensor as an XOR delta, or raw where its delta passes the same fraction."""
     total = 0
     for name, arr in new.items():
-        payload = encode_delta(old[name], arr, level=3, max_bytes=arr.nbytes)
+        limit = int(arr.nbytes * config.max_delta_fraction)
+        payload = encode_delta(old[name], arr, level=config.zstd_level, max_bytes=limit)
         total += arr.nbytes if payload is None else len(payload.data)
     return total
 
@@ -82,6 +86,7 @@ class RunPublisher:
         self.publisher = Publisher(stores, config, run_id=f"demo-{run}")
         self.records: list[VersionRecord] = []
         self._prev: dict[str, np.ndarray] | None = None
+        self._since_full = 0  # versions published since the last full one
 
     def publish(self, version: int, state: State) -> VersionRecord:
         start = time.perf_counter()
@@ -101,6 +106,7 @@ class RunPublisher:
             res.seconds - encode_s, res.seconds, done_at, digest(new),
         )  # fmt: skip
         self._prev = new
+        self._since_full = 0 if res.kind == "full" else self._since_full + 1
         self.records.append(record)
         return record
 
@@ -112,7 +118,7 @@ class RunPublisher:
             return None, None
         total = sum(a.size for a in new.values())
         changed = sum(int(np.count_nonzero(prev[n] != a)) for n, a in new.items())
-        return changed / total, stored if kind == "delta" else _delta_bytes(prev, new)
+        return changed / total, stored if kind == "delta" else _delta_bytes(prev, new, self.config)
 
     def _reason(self, kind: str, raw: int, delta: int | None) -> str:
         limit = self.config.max_delta_fraction
@@ -127,7 +133,9 @@ class RunPublisher:
                 f"full: a delta would be {delta / raw:.0%} of the snapshot "
                 f"(auto ships deltas under {limit:.0%})"
             )
-        return f"scheduled keyframe (every {self.config.keyframe_every} versions)"
+        if self._since_full + 1 >= self.config.keyframe_every:
+            return f"scheduled keyframe (every {self.config.keyframe_every} versions)"
+        return f"full: a delta would be {delta / raw:.1%} of the snapshot, at the {limit:.0%} limit"
 
 
 class Channel:
