@@ -11,7 +11,8 @@ Exit codes (also documented in the README):
 ==== ==========================================================
 0    success
 1    an unexpected internal error (a bug: please report it)
-2    bad usage or input (flags, files, a version that does not exist)
+2    bad usage or input (flags, files, a version that does not exist), or a local
+     destination that cannot take the file (disk full, quota, read-only, no permission)
 3    verification failure (hash mismatch, malformed or unsigned manifest, bad status object)
 4    version conflict (the version exists, or LATEST is newer)
 5    infeasible plan (the planner's feasibility gate)
@@ -42,6 +43,26 @@ class NotFoundError(WanrlError, FileNotFoundError):
 
     def __str__(self) -> str:  # FileNotFoundError's repr-style str is noisy
         return str(self.args[0]) if self.args else "not found"
+
+
+class LocalIOError(WanrlError, OSError):
+    """A local file could not be written or read: disk full, quota, read-only, permission.
+
+    Exit code 2 like any other bad file argument: the fix (free space, another
+    ``--out``) is on the caller's side, and retrying unchanged cannot help. It is
+    an ``OSError`` with the original ``errno``, so callers can still tell ENOSPC
+    from EACCES.
+    """
+
+    exit_code = 2
+
+    @classmethod
+    def wrap(cls, what: str, exc: OSError) -> LocalIOError:
+        """``what`` (the file and the action) with the system's reason, errno kept."""
+        return cls(exc.errno, f"{what}: {exc.strerror or exc}")
+
+    def __str__(self) -> str:  # OSError's "[Errno 28] ..." prefix is noise on a CLI line
+        return str(self.strerror or (self.args[0] if self.args else "local I/O error"))
 
 
 class VerificationError(WanrlError, ValueError):
@@ -116,6 +137,7 @@ class FetchCancelled(WanrlError):
 __all__ = [
     "FetchCancelled",
     "InfeasiblePlanError",
+    "LocalIOError",
     "ManifestError",
     "NotFoundError",
     "PreconditionFailedError",

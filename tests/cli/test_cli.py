@@ -28,13 +28,6 @@ def model(seed: int, n: int = 4) -> dict[str, np.ndarray]:
     return out
 
 
-@pytest.fixture(params=["file", "s3"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "file":
-        return f"file://{tmp_path}/bucket/run"
-    return request.getfixturevalue("s3_url")
-
-
 @pytest.fixture
 def cli(moto_endpoint: str, capsys: pytest.CaptureFixture[str]):
     def run(*argv: str) -> tuple[int, str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -55,6 +56,16 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries() -> None:
+    """Keep boto's INFO lines ("Found credentials in environment variables.") off stderr.
+
+    A subcommand that logs at INFO (the worker) would otherwise print them
+    around its own lines, and before an error line that must stand alone.
+    """
+    for name in ("botocore", "boto3", "s3transfer"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
 def _package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -65,6 +76,7 @@ def _package_version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _quiet_libraries()
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         args = build_parser(argv).parse_args(argv)

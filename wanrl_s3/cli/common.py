@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
@@ -15,6 +17,81 @@ from ..regions.config import RegionsConfig
 from ..regions.probe import RegionChoice
 from ..regions.roles import StoreRoles, store_roles
 from ..store import ObjectStore, open_store
+
+
+def _number_type(
+    parse: Callable[[str], float], ok: Callable[[float], bool], what: str
+) -> Callable[[str], Any]:
+    """An argparse ``type=`` that refuses, as one usage line, what ``ok`` rejects."""
+
+    def convert(text: str) -> Any:
+        try:
+            value = parse(text)
+        except (ValueError, OverflowError):
+            value = None
+        if value is None or not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return value
+
+    convert.__name__ = what
+    return convert
+
+
+def _ascii_int(text: str) -> int:
+    """int() of plain ASCII digits only (int() also takes '١٢'; isdigit() also '²')."""
+    if not text.strip().lstrip("+-").isascii():
+        raise ValueError(text)
+    return int(text)
+
+
+# Numbers on the command line: NaN, infinities and meaningless negatives are refused
+# by argparse, before any I/O, instead of surfacing later as a traceback or a hang.
+positive_float = _number_type(float, lambda v: math.isfinite(v) and v > 0, "a finite number > 0")
+non_negative_float = _number_type(
+    float, lambda v: math.isfinite(v) and v >= 0, "a finite number >= 0"
+)
+positive_int = _number_type(_ascii_int, lambda v: v >= 1, "an integer >= 1")
+non_negative_int = _number_type(_ascii_int, lambda v: v >= 0, "an integer >= 0")
+
+
+def version_arg(text: str) -> int | str:
+    """``--version``: a version number (ASCII digits) or ``latest``."""
+    if text == "latest":
+        return text
+    try:
+        value: int | str = non_negative_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a version number or 'latest', got {text!r}"
+        ) from None
+    return value
+
+
+class Once(argparse.Action):
+    """Store the flag's value, and refuse the flag a second time.
+
+    argparse keeps the last of repeated flags silently; for a flag like
+    ``--verify-key`` that would drop a key the user meant to require.
+    """
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        seen = f"_seen_{self.dest}"
+        if getattr(namespace, seen, False):
+            parser.error(f"{option_string} given twice; {self.help_twice}")
+        setattr(namespace, seen, True)
+        setattr(namespace, self.dest, values)
+
+    help_twice = "give it once"
+
+
+class OnceKeyring(Once):
+    help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
 def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
@@ -35,7 +112,9 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
         "--verify-key",
         metavar="PUBLIC.pem",
         default=None,
-        help="refuse any version not signed by this Ed25519 public key",
+        action=OnceKeyring,
+        help="refuse any version not signed by this Ed25519 public key (or by one of "
+        "the keys of this keyring file)",
     )
     g.add_argument(
         "--s3-region",

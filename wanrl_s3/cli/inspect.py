@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..format.manifest import Manifest
-from .common import add_store_args, emit_json, human_bytes, subscriber_from_args
+from .common import add_store_args, emit_json, human_bytes, subscriber_from_args, version_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -14,7 +14,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "inspect", help="list versions (kind, sizes, density)", description=__doc__
     )
     add_store_args(p)
-    p.add_argument("--version", default=None, help="show this version's tensors")
+    p.add_argument("--version", type=version_arg, default=None, help="show this version's tensors")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 

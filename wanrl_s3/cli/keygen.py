@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from ..errors import UsageError
+from ..errors import LocalIOError, UsageError
 from ..format.signing import generate_keypair
 
 
@@ -29,13 +29,18 @@ def run(args: argparse.Namespace) -> int:
         if path.exists():
             raise UsageError(f"{path} exists; refusing to overwrite a key")
     private, public = generate_keypair()
+    written: list[Path] = []
     try:
         fd = os.open(private_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        written.append(private_path)
         with os.fdopen(fd, "wb") as f:
             f.write(private)
+        written.append(public_path)
         public_path.write_bytes(public)
     except OSError as exc:
-        raise UsageError(f"cannot write the key pair: {exc}") from exc
+        for path in written:  # half a key pair is worse than none
+            path.unlink(missing_ok=True)
+        raise LocalIOError.wrap(f"cannot write the key pair {args.out}", exc) from exc
     print(
         f"wrote {private_path} (keep it with the publisher) and {public_path} "
         "(give it to workers: --verify-key)"

@@ -20,8 +20,11 @@ from .common import (
     add_store_args,
     emit_json,
     human_bytes,
+    non_negative_float,
+    positive_int,
     store_to_read,
     subscriber_from_args,
+    version_arg,
 )
 from .progress import ProgressBar
 
@@ -35,12 +38,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     add_region_arg(p, "not allowed")
     p.add_argument(
         "--visible-timeout-s",
-        type=float,
+        type=non_negative_float,
         default=300.0,
         metavar="S",
         help="with --regions: how long to wait for a version still replicating (default 300)",
     )
-    p.add_argument("--version", default="latest", help="a version number or 'latest'")
+    p.add_argument(
+        "--version", type=version_arg, default="latest", help="a version number or 'latest'"
+    )
     p.add_argument("--out", required=True, metavar="FILE.safetensors")
     p.add_argument(
         "--have",
@@ -48,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         default=None,
         help="a file from an earlier pull: download only the deltas after it",
     )
-    p.add_argument("--concurrency", type=int, default=16, help="parallel ranged GETs")
+    p.add_argument("--concurrency", type=positive_int, default=16, help="parallel ranged GETs")
     p.add_argument(
         "--fsync", action="store_true", help="flush the file to disk before renaming it into place"
     )

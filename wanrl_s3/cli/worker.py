@@ -49,6 +49,9 @@ from .common import (
     add_region_arg,
     add_regions_arg,
     add_store_args,
+    non_negative_int,
+    positive_float,
+    positive_int,
     store_to_read,
     subscriber_from_args,
 )
@@ -67,7 +70,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     add_region_arg(p, "a label recorded in the status object")
     p.add_argument(
         "--max-lag-versions",
-        type=int,
+        type=non_negative_int,
         default=None,
         metavar="N",
         help="with --regions: read from another region while this one lags the "
@@ -78,7 +81,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--on-install", metavar="CMD", default=None, help="shell command run after each install"
     )
     p.add_argument("--worker-id", default=None, help="default: hostname-pid")
-    p.add_argument("--poll-interval-s", type=float, default=10.0)
+    p.add_argument("--poll-interval-s", type=positive_float, default=10.0)
     p.add_argument(
         "--share-dir",
         metavar="DIR",
@@ -86,10 +89,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
         "each version is downloaded once per host",
     )
-    p.add_argument("--concurrency", type=int, default=16)
+    p.add_argument("--concurrency", type=positive_int, default=16)
     p.add_argument(
         "--exit-after",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="stop after N installs (for scripts and tests)",

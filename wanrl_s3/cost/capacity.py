@@ -134,22 +134,36 @@ def bubble_ratio(
     rather than subtract times, so rounding can never invent a tiny bubble.
     Infeasible inputs are allowed here; they simply report a large bubble.
     """
+    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
+    return idle_s / (idle_s + kappa * t_train_s)
+
+
+def step_s_at_pool(
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+) -> float:
+    """Wall-clock seconds per learner step: T_train, stretched by any bubble.
+
+    ``T_train / (1 - bubble)`` written as ``T_train * (idle + window) / window``:
+    the same number, but a bubble that rounds to 1.0 (a broadcast of 1e21 s
+    against a 120 s window) cannot divide by zero.
+    """
+    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
+    window_s = kappa * t_train_s
+    return t_train_s * (idle_s + window_s) / window_s
+
+
+def _idle_s(
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+) -> float:
+    """Seconds per publication window the learner waits (validated inputs; 0.0 exactly
+    when the pool is fast enough)."""
     _check_inputs(t_train_s, t_bcast_s, kappa)
     require_int("batch", batch)
     require_positive("pool_rollouts_per_s", pool_rollouts_per_s)
     window_s = kappa * t_train_s
     if t_bcast_s < window_s and pool_rollouts_per_s >= kappa * batch / (window_s - t_bcast_s):
         return 0.0
-    idle_s = max(0.0, t_bcast_s + kappa * batch / pool_rollouts_per_s - window_s)
-    return idle_s / (idle_s + window_s)
-
-
-def step_s_at_pool(
-    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
-) -> float:
-    """Wall-clock seconds per learner step: T_train, stretched by any bubble."""
-    bubble = bubble_ratio(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
-    return t_train_s / (1.0 - bubble)
+    return max(0.0, t_bcast_s + kappa * batch / pool_rollouts_per_s - window_s)
 
 
 def min_feasible_kappa(t_train_s: float, t_bcast_s: float) -> int:
@@ -157,5 +171,6 @@ def min_feasible_kappa(t_train_s: float, t_bcast_s: float) -> int:
     _check_inputs(t_train_s, t_bcast_s, 1)
     kappa = max(1, math.floor(t_bcast_s / t_train_s) + 1)
     while kappa * t_train_s <= t_bcast_s:  # guard against floor() rounding down a hair
-        kappa += 1
+        # +1 cannot move a kappa past 2**53 (the float product stays put): step by ulps
+        kappa = max(kappa + 1, math.ceil(kappa * (1 + 2**-52)))
     return kappa

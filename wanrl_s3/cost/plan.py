@@ -380,7 +380,7 @@ def evaluate(inputs: PlanInputs, prices: PriceBook, name: str, workers: int) -> 
     feasible = cap.is_feasible(i.t_train_s, t_bcast, i.kappa)
     pool = workers * i.worker_rollouts_per_s
     bubble = cap.bubble_ratio(i.t_train_s, t_bcast, i.kappa, i.batch, pool)
-    step_s = i.t_train_s / (1.0 - bubble)
+    step_s = cap.step_s_at_pool(i.t_train_s, t_bcast, i.kappa, i.batch, pool)
     costs = _run_costs(i, prices, name, workers, step_s)
     fleet = dict(i.trainer_gpus)
     fleet[i.worker_gpu] = fleet.get(i.worker_gpu, 0) + workers

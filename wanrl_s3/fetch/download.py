@@ -17,6 +17,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..errors import NotFoundError, VerificationError
 from ..store import ObjectStore
 
 Progress = Callable[[int], None]
@@ -73,15 +74,30 @@ def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[_Request]:
 
 def _run(store: ObjectStore, req: _Request, progress: Progress | None) -> None:
     if len(req.targets) == 1:
-        store.read_into(req.key, req.offset, req.targets[0].dest)
+        _read(store, req.key, req.offset, req.targets[0].dest)
     else:
         buf = bytearray(req.length)
-        store.read_into(req.key, req.offset, memoryview(buf))
+        _read(store, req.key, req.offset, memoryview(buf))
         for job in req.targets:
             lo = job.offset - req.offset
             job.dest[:] = buf[lo : lo + len(job.dest)]
     if progress is not None:
         progress(req.length)
+
+
+def _read(store: ObjectStore, key: str, offset: int, dest: memoryview) -> None:
+    """``store.read_into``, where a missing object is damage to the version that names it.
+
+    Only committed manifests send readers here, so the object's absence is not a
+    bad request (exit 2) but a damaged version (deleted by hand, collected too
+    early): a :class:`VerificationError`, like a truncated object.
+    """
+    try:
+        store.read_into(key, offset, dest)
+    except NotFoundError as exc:
+        raise VerificationError(
+            f"payload object {key} is missing from {store.url}: the version is damaged"
+        ) from exc
 
 
 def read_all(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from ..errors import UsageError
 from ..format import layout
@@ -55,7 +54,7 @@ def pull_to_file(
     target = sub.manifest(sub.resolve(version))
     specs = [TensorSpec(t.name, t.dtype, t.shape) for t in target.tensors]
     metadata = {VERSION_KEY: str(target.version), RUN_ID_KEY: target.run_id}
-    with SafetensorsWriter(Path(path), specs, metadata) as writer:
+    with SafetensorsWriter(path, specs, metadata) as writer:
         snap = sub.fetch(
             target.version,
             have=have,

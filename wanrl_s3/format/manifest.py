@@ -19,7 +19,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -38,6 +38,7 @@ MAX_NDIM = 32
 MAX_TENSOR_BYTES = 2**44  # 16 TiB: far past any tensor, short of overflow games
 MAX_OBJECT_BYTES = 5 * 2**40  # S3's object size limit
 MAX_NAME_CHARS = 1024
+MAX_DIM = 2**48  # one dimension: far past any tensor, short of overflow games
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
 
@@ -187,6 +188,28 @@ class Manifest:
     def validate(self) -> Manifest:
         """Round-trip through the strict reader (used by the publisher before it commits)."""
         return Manifest.from_json(self.to_json(), expect_version=self.version)
+
+
+def check_tensor(name: object, shape: Sequence[int]) -> None:
+    """Refuse, before anything is uploaded, a tensor that no manifest may describe.
+
+    The reader's limits (name length, dimensions) bind the publisher too, so
+    such a tensor is bad input, a :class:`UsageError` (exit 2) raised where the
+    publisher's input is read, not a ManifestError once its payload went out.
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS:
+        shown = repr(name)
+        if isinstance(name, str) and len(name) > 48:
+            shown = f"{name[:48]!r}... ({len(name)} characters)"
+        raise UsageError(
+            f"tensor name {shown} is not allowed: a name has 1 to {MAX_NAME_CHARS} characters"
+        )
+    if len(shape) > MAX_NDIM:
+        raise UsageError(
+            f"tensor {name!r} has {len(shape)} dimensions; a manifest allows at most {MAX_NDIM}"
+        )
+    if any(not 0 <= d <= MAX_DIM for d in shape):
+        raise UsageError(f"tensor {name!r} has shape {list(shape)}: dimensions are 0 to 2**48")
 
 
 def canonical_json(d: Mapping[str, Any]) -> bytes:
@@ -478,7 +501,7 @@ def _parse_tensor(t: Fields, kind: str) -> TensorEntry:
         raise t.fail("dtype", str(exc)) from None
     shape_raw = t.get_list("shape", MAX_NDIM)
     if not all(
-        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= 2**48 for d in shape_raw
+        isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_DIM for d in shape_raw
     ):
         raise t.fail("shape", f"must be a list of non-negative integers, got {shape_raw!r}")
     shape = tuple(shape_raw)

@@ -11,6 +11,7 @@ into place only when everything verified, so no reader sees a half-written file.
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
@@ -23,8 +24,9 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import LocalIOError, UsageError
 from ..format import dtypes
+from ..format.manifest import check_tensor
 from ..units import MiB
 
 FILE_MODE = 0o644  # what we write is a model for other processes (and users) to read
@@ -137,7 +139,11 @@ def _parse_header(
 
 
 def read_source(path: str | os.PathLike[str]) -> list[SafetensorsFile]:
-    """A .safetensors file, or every .safetensors shard in a folder (sorted by name)."""
+    """A .safetensors file, or every .safetensors shard in a folder (sorted by name).
+
+    The publisher's input: every tensor is checked against the manifest's limits
+    here, before anything is uploaded.
+    """
     p = Path(path)
     if p.is_dir():
         files = sorted(p.glob("*.safetensors"))
@@ -150,7 +156,11 @@ def read_source(path: str | os.PathLike[str]) -> list[SafetensorsFile]:
     opened = [SafetensorsFile(f) for f in files]
     seen: dict[str, Path] = {}
     for f in opened:
-        for name in f.specs:
+        for name, spec in f.specs.items():
+            try:
+                check_tensor(name, spec.shape)
+            except UsageError as exc:
+                raise UsageError(f"{f.path}: {exc}") from exc
             if name in seen:
                 raise UsageError(f"tensor {name!r} appears in both {seen[name]} and {f.path}")
             seen[name] = f.path
@@ -195,20 +205,16 @@ class SafetensorsWriter:
         blob += b" " * (-len(blob) % _ALIGN)  # keep data 8-byte aligned, as safetensors does
         self.data_start = 8 + len(blob)
         self.total_bytes = self.data_start + pos
-        if not self.path.parent.is_dir():
-            raise UsageError(f"cannot write {self.path}: {self.path.parent} is not a directory")
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.tmp-", dir=self.path.parent)
-        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide it from a server run as another user
-        self._tmp = Path(tmp)
-        with os.fdopen(fd, "wb") as f:
-            f.write(len(blob).to_bytes(8, "little"))
-            f.write(blob)
-            f.truncate(self.total_bytes)
-        self._mmap = (
-            np.memmap(self._tmp, np.uint8, "r+", offset=self.data_start, shape=(pos,))
-            if pos
-            else np.empty(0, np.uint8)
-        )
+        self._tmp = _preallocated_tmp(path, len(blob).to_bytes(8, "little") + blob, pos)
+        try:
+            self._mmap = (
+                np.memmap(self._tmp, np.uint8, "r+", offset=self.data_start, shape=(pos,))
+                if pos
+                else np.empty(0, np.uint8)
+            )
+        except OSError as exc:
+            self._tmp.unlink(missing_ok=True)
+            raise LocalIOError.wrap(f"cannot map {self._tmp}", exc) from exc
 
     def array(self, name: str) -> np.ndarray:
         """A writable array for the named tensor, backed by the file."""
@@ -227,10 +233,14 @@ class SafetensorsWriter:
         a power cut; that costs ~0.3 s per GB here, and readers verify hashes
         anyway (a worker re-verifies its file when it starts), so it is opt-in.
         """
-        if durable and isinstance(self._mmap, np.memmap):
-            self._mmap.flush()
-        self._mmap = np.empty(0, np.uint8)
-        os.replace(self._tmp, self.path)
+        try:
+            if durable and isinstance(self._mmap, np.memmap):
+                self._mmap.flush()
+            self._mmap = np.empty(0, np.uint8)
+            os.replace(self._tmp, self.path)
+        except OSError as exc:
+            self.abort()
+            raise LocalIOError.wrap(f"cannot write {self.path}", exc) from exc
         return self.path
 
     def abort(self) -> None:
@@ -243,6 +253,69 @@ class SafetensorsWriter:
     def __exit__(self, exc_type: object, *_: object) -> None:
         if exc_type is not None:
             self.abort()
+
+
+def _preallocated_tmp(target: str | os.PathLike[str], head: bytes, data_bytes: int) -> Path:
+    """A temporary file beside ``target`` holding ``head`` and ``data_bytes`` reserved blocks.
+
+    The blocks are allocated for real (``posix_fallocate``), not left sparse: a
+    sparse file that is memory-mapped and then filled on a full disk kills the
+    process with SIGBUS, nothing printed and the temporary file left behind.
+    Reserving first turns a full disk, a quota, a read-only file system or a
+    missing permission into a :class:`LocalIOError` here, before any download.
+    """
+    path = _check_target(target)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.tmp-", dir=path.parent)
+    except OSError as exc:
+        raise LocalIOError.wrap(f"cannot create a file in {path.parent}", exc) from exc
+    try:
+        os.fchmod(fd, FILE_MODE)  # mkstemp's 0600 would hide it from a server run as another user
+        with os.fdopen(fd, "wb") as f:
+            f.write(head)
+            f.flush()
+            _reserve(f.fileno(), len(head), data_bytes)
+    except OSError as exc:
+        os.unlink(name)
+        raise LocalIOError.wrap(
+            f"cannot write {path} ({len(head) + data_bytes:,} bytes)", exc
+        ) from exc
+    return Path(name)
+
+
+def _check_target(target: str | os.PathLike[str]) -> Path:
+    """The output path, refused early when it cannot name a file (empty, a directory)."""
+    if not os.fspath(target):
+        raise UsageError("the output file name is empty")
+    path = Path(target)
+    if path.is_dir():
+        raise UsageError(f"cannot write {path}: it is a directory, give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {path}: {path.parent} is not a directory")
+    return path
+
+
+def _reserve(fd: int, offset: int, length: int) -> None:
+    """Allocate ``length`` bytes at ``offset``: posix_fallocate, else zeros written out.
+
+    Some file systems (and platforms without posix_fallocate) refuse the call;
+    writing zeros is slower but allocates just as surely.
+    """
+    if length == 0:
+        return
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is not None:
+        try:
+            fallocate(fd, offset, length)
+            return
+        except OSError as exc:
+            if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                raise
+    zeros = bytes(MiB)
+    os.lseek(fd, offset, os.SEEK_SET)
+    done = 0
+    while done < length:
+        done += os.write(fd, zeros[: min(MiB, length - done)])
 
 
 def write_file(

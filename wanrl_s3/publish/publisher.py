@@ -43,7 +43,7 @@ from ..errors import (
     VersionConflictError,
 )
 from ..format import dtypes, hashing, latest, layout
-from ..format.manifest import Manifest, ObjectRef, TensorEntry
+from ..format.manifest import Manifest, ObjectRef, TensorEntry, check_tensor
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
 from ..store import ObjectStore, get_or_none
 from .payload import PayloadWriter
@@ -296,6 +296,7 @@ class Publisher:
         entries: list[TensorEntry] = []
         try:
             for name, x in items:
+                check_tensor(name, tuple(x.shape))  # bad input: refused, what landed removed
                 entries.append(self._encode(name, x, writer, held, base))
                 if progress is not None:
                     progress(entries[-1].nbytes)

@@ -29,6 +29,7 @@ from ..errors import (
     StoreError,
     TransientStoreError,
     UsageError,
+    VerificationError,
 )
 from ..units import MiB
 from .retry import RetryPolicy
@@ -159,7 +160,12 @@ class ObjectStore:
         return self.retry.call(lambda: self._get(key, if_none_match=etag), f"GET {key}")
 
     def read_into(self, key: str, offset: int, buf: memoryview) -> None:
-        """Fill ``buf`` from ``offset``, resuming after dropped connections at the last byte."""
+        """Fill ``buf`` from ``offset``, resuming after dropped connections at the last byte.
+
+        A read that ends early without an error is checked against the object's
+        size: an object shorter than the range is damaged (truncated), which no
+        retry fixes, so that is a :class:`VerificationError` at once.
+        """
         check_key(key)
         done = failures = 0
         last_error: Exception | None = None
@@ -168,6 +174,9 @@ class ObjectStore:
                 got = self._read_into(key, offset + done, buf[done:])
             except TransientStoreError as exc:
                 got, last_error = 0, exc
+            else:
+                if got == 0:
+                    self._require_size(key, offset + len(buf))
             if got > 0:
                 done, failures = done + got, 0
                 continue
@@ -178,6 +187,17 @@ class ObjectStore:
                     f"{failures} attempts: {last_error or 'the stream ended early'}"
                 ) from last_error
             self.retry.clock.sleep(self.retry.delay_s(failures))
+
+    def _require_size(self, key: str, end: int) -> None:
+        """Refuse an object too short to hold bytes up to ``end`` (or gone altogether)."""
+        info = self.head(key)
+        if info is None:
+            raise NotFoundError(f"{self.url}/{key} does not exist")
+        if info.size < end:
+            raise VerificationError(
+                f"{self.url}/{key} holds {info.size} bytes, but bytes up to {end} were "
+                "expected: the object is truncated"
+            )
 
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
