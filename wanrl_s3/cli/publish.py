@@ -16,6 +16,7 @@ from ..format.signing import Signer
 from ..io.safetensors_file import iter_source, read_source
 from ..publish.publisher import DELTA_MODES, PublishConfig, Publisher
 from ..publish.resume import resume
+from ..units import MiB
 from .common import (
     add_regions_arg,
     add_store_args,
@@ -24,8 +25,6 @@ from .common import (
     roles_from_args,
 )
 from .progress import ProgressBar
-
-MiB = 2**20
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

@@ -37,11 +37,11 @@ from ..format.latest import Latest
 from ..format.manifest import Manifest, TensorEntry
 from ..io.tensors import byte_view
 from ..store import ObjectStore
+from ..units import MiB, require_int
 from .chain import HAVE, FetchPlan, Recipe, plan_fetch, safe_lookup
 from .download import Progress, ReadJob, read_all
 
 log = logging.getLogger(__name__)
-MiB = 2**20
 PREFETCH_MANIFESTS = 64  # at most this many manifests below a target are fetched at once
 Allocator = Callable[[TensorEntry], np.ndarray]
 
@@ -83,8 +83,8 @@ class Subscriber:
         verifier: Any = None,
         manifest_cache: int = 256,
     ) -> None:
-        if concurrency < 1 or range_bytes < 1:
-            raise UsageError("concurrency and range_bytes must be positive")
+        require_int("concurrency", concurrency)
+        require_int("range_bytes", range_bytes)
         self.store = store
         self.range_bytes = range_bytes
         self.verifier = verifier

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..errors import ManifestError, UsageError
 from ..store.spec import check_key
+from ..units import MiB
 from . import dtypes, hashing, layout
 
 FORMAT = "wanrl-s3/manifest"
@@ -32,7 +33,7 @@ SCHEMA_VERSION = 1
 KINDS = ("full", "delta")
 ENCODINGS = ("raw", "xor-delta")
 
-MAX_MANIFEST_BYTES = 64 * 2**20
+MAX_MANIFEST_BYTES = 64 * MiB
 MAX_TENSORS = 1_000_000
 MAX_NDIM = 32
 MAX_TENSOR_BYTES = 2**44  # 16 TiB: far past any tensor, short of overflow games

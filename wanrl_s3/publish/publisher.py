@@ -46,10 +46,10 @@ from ..format import dtypes, hashing, latest, layout
 from ..format.manifest import Manifest, ObjectRef, TensorEntry, check_tensor
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
 from ..store import ObjectStore, get_or_none
+from ..units import MiB, require_int, require_positive
 from .payload import PayloadWriter
 
 DELTA_MODES = ("auto", "never", "always")
-MiB = 2**20
 
 
 @dataclass(frozen=True)
@@ -71,19 +71,14 @@ class PublishConfig:
     def __post_init__(self) -> None:
         if self.delta not in DELTA_MODES:
             raise UsageError(f"delta must be one of {', '.join(DELTA_MODES)}, got {self.delta!r}")
-        if self.keyframe_every < 1:
-            raise UsageError(f"keyframe_every must be >= 1, got {self.keyframe_every}")
-        if not 0 < self.max_delta_fraction <= 1:
+        require_int("keyframe_every", self.keyframe_every)
+        if require_positive("max_delta_fraction", self.max_delta_fraction) > 1:
             raise UsageError(f"max_delta_fraction must be in (0, 1], got {self.max_delta_fraction}")
-        if self.object_bytes < 1:
-            raise UsageError(f"object_bytes must be >= 1, got {self.object_bytes}")
-        if self.concurrency < 1:
-            raise UsageError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.latest_expiry_s is not None and not 0 < self.latest_expiry_s < float("inf"):
-            raise UsageError(
-                f"latest_expiry_s must be a positive number of seconds or None, "
-                f"got {self.latest_expiry_s}"
-            )
+        require_int("object_bytes", self.object_bytes)
+        require_int("part_bytes", self.part_bytes)
+        require_int("concurrency", self.concurrency)
+        if self.latest_expiry_s is not None:
+            require_positive("latest_expiry_s", self.latest_expiry_s)
 
 
 @dataclass(frozen=True, kw_only=True)
