@@ -72,7 +72,7 @@ _LAZY: dict[str, str] = {
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
-    "fleet_report": ".fleet.status",
+    "fleet_report": ".fleet.bcast",
     "read_statuses": ".fleet.status",
     "StalenessConfig": ".staleness",
     "StalenessFilter": ".staleness",
@@ -93,7 +93,8 @@ if TYPE_CHECKING:
     from .fetch.node_share import NodeShare
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
-    from .fleet.status import StatusReporter, WorkerStatus, fleet_report, read_statuses
+    from .fleet.bcast import fleet_report
+    from .fleet.status import StatusReporter, WorkerStatus, read_statuses
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
     from .io.safetensors_file import SafetensorsFile, write_file

@@ -25,6 +25,7 @@ from ..cost.freshness import stale_warning
 from ..cost.plan import FLAT_RATE, PlanInputs, estimate
 from ..cost.prices import NO_CDN, load_prices
 from ..errors import UsageError
+from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -71,6 +72,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_model_flags(parser)
     _add_network_flags(parser)
     _add_money_flags(parser)
+    add_fleet_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--plot", metavar="FILE.png", help="draw T_bcast and cost per run vs fleet")
@@ -180,6 +182,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
             raise UsageError(f"{flag} is required")
     budget = cap.staleness_budget(staleness=args.staleness, kappa=args.kappa, force=args.force)
     replicas = args.replica_regions or ()
+    passed = {key: getattr(args, key) for key in _PASSTHROUGH}
     return PlanInputs(
         params=args.params,
         t_train_s=args.t_train_s,
@@ -188,7 +191,7 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         staleness=budget.staleness,
         regions=args.regions or 1 + len(replicas),
         replica_regions=replicas,
-        **{key: getattr(args, key) for key in _PASSTHROUGH},
+        **{**passed, **fleet_overrides(args)},  # --fleet replaces workers and downlink
     )
 
 

@@ -1,11 +1,36 @@
-"""``wanrl-s3 status``: which workers hold which version, and T_bcast as the fleet saw it."""
+"""``wanrl-s3 status``: which workers hold which version, and T_bcast as the fleet saw it.
+
+Each version is measured against the workers alive when it was published; a
+worker reached it when it installed it or anything newer; the first report
+that measures a version's T_bcast freezes it in the bucket (fleet/bcast.py,
+docs/operations.md). Workers silent for ``--expire-after-s`` are listed as
+expired, never as lagging; ``--prune`` deletes their status objects.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
-from ..fleet.status import fleet_report, read_statuses
-from .common import add_store_args, emit_json, open_from_args, subscriber_from_args
+from ..fleet.bcast import (
+    EXPIRE_AFTER_S,
+    FleetReport,
+    Measurement,
+    fleet_report,
+    freeze,
+    prune_expired,
+    read_records,
+)
+from ..fleet.status import read_statuses
+from .common import add_store_args, emit_json, open_from_args, positive_float, subscriber_from_args
+
+LEGEND = (
+    "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
+    "when it was published) had installed it or a newer one; * = frozen, it will not change.\n"
+    "tail s: from then until the last of them had; seen s: median time from the commit "
+    "until they saw it in LATEST (the polling delay)."
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -17,10 +42,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--fraction",
         type=float,
         default=0.9,
-        help="T_bcast is when this fraction of workers had installed a version "
+        help="T_bcast is when this fraction of a version's fleet had installed it "
         "(default 0.9; the tail is reported separately)",
     )
     p.add_argument("--last", type=int, default=10, help="report the newest N versions")
+    p.add_argument(
+        "--expire-after-s",
+        type=positive_float,
+        default=EXPIRE_AFTER_S,
+        metavar="S",
+        help=f"a worker silent this long is gone (default {EXPIRE_AFTER_S:g}; "
+        "workers write at least every 60 s)",
+    )
+    p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
+    p.add_argument(
+        "--no-freeze",
+        dest="freeze",
+        action="store_false",
+        help="do not record newly measured figures in the bucket (read-only credentials)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -29,7 +69,8 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def run(args: argparse.Namespace) -> int:
+def measure(args: argparse.Namespace, now_s: float) -> Measurement:
+    """Read the fleet and the versions, build the report, freeze what it measured first."""
     store = open_from_args(args)
     statuses = read_statuses(store)
     with subscriber_from_args(args, store) as sub:
@@ -37,24 +78,62 @@ def run(args: argparse.Namespace) -> int:
         versions = sub.versions()[-args.last :]
         published = {v: sub.manifest(v).created_at_s for v in versions}
     report = fleet_report(
-        statuses, published, None if latest is None else latest.version, args.fraction
+        statuses,
+        published,
+        None if latest is None else latest.version,
+        args.fraction,
+        now_s=now_s,
+        expire_after_s=args.expire_after_s,
+        records=read_records(store, versions, args.fraction),
     )
+    measured = freeze(store, report) if args.freeze else Measurement(report, (), None)
+    if args.prune:
+        prune_expired(store, report)
+    return measured
+
+
+def run(args: argparse.Namespace) -> int:
+    now_s = time.time()
+    measured = measure(args, now_s)
+    if measured.freeze_error:
+        print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
     if args.json:
-        emit_json(report.to_dict())
+        emit_json({**measured.report.to_dict(), "now_s": now_s})
         return 0
-    print(
-        f"{len(statuses)} workers; latest v{report.latest}; T_bcast at "
-        f"{args.fraction:.0%} of workers"
-    )
-    print(f"{'version':>8} {'installed':>10} {'T_bcast s':>10} {'tail s':>8} {'seen s':>7}")
+    print(render(measured.report, now_s, pruned=args.prune))
+    return 0
+
+
+def render(report: FleetReport, now_s: float, *, pruned: bool = False) -> str:
+    """The versions table, its legend, then one row per worker under a header."""
+    alive = len(report.workers) - len(report.expired)
+    gone = f", {len(report.expired)} expired{' (pruned)' if pruned else ''}"
+    lines = [
+        f"{alive} workers{gone if report.expired else ''}; latest v{report.latest}; "
+        f"T_bcast at {report.fraction:.0%} of each version's fleet",
+        f"{'version':>8} {'installed':>10} {'T_bcast s':>10} {'tail s':>8} {'seen s':>7}",
+    ]
     for v in report.versions:
-        print(
-            f"{v.version:>8} {v.installed:>5}/{v.workers:<4} {_fmt(v.t_bcast_s):>10} "
+        t_bcast = _fmt(v.t_bcast_s) + ("*" if v.frozen else " ")
+        lines.append(
+            f"{v.version:>8} {v.installed:>5}/{v.workers:<4} {t_bcast:>11}"
             f"{_fmt(v.tail_s):>8} {_fmt(v.seen_s):>7}"
         )
-    for s in statuses:
-        flag = "  LAGGING" if s.worker_id in report.lagging else ""
-        err = f"  last error: {s.last_error}" if s.last_error else ""
-        err += f"  fallback: {s.fallback}" if s.fallback else ""
-        print(f"  {s.worker_id:<24} {s.region or '-':<12} v{s.installed_version}{flag}{err}")
-    return 0
+    lines += [LEGEND.format(f=report.fraction), ""]
+    lines.append(f"  {'worker':<24} {'region':<12} {'version':>8} {'status s ago':>13}  state")
+    for s in report.workers:
+        state = (
+            "EXPIRED"
+            if s.worker_id in report.expired
+            else "LAGGING"
+            if s.worker_id in report.lagging
+            else "ok"
+        )
+        state += f"  last error: {s.last_error}" if s.last_error else ""
+        state += f"  fallback: {s.fallback}" if s.fallback else ""
+        version = "-" if s.installed_version is None else f"v{s.installed_version}"
+        lines.append(
+            f"  {s.worker_id:<24} {s.region or '-':<12} {version:>8} "
+            f"{now_s - s.updated_at_s:>13.0f}  {state}"
+        )
+    return "\n".join(lines)

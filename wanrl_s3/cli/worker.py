@@ -26,6 +26,7 @@ status object.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,10 +43,12 @@ from ..fetch.files import RUN_ID_KEY, VERSION_KEY, load_snapshot
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
+from ..format.layout import LATEST_KEY
 from ..io.safetensors_file import SafetensorsWriter, TensorSpec
 from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
+from ..store import ObjectStore
 from .common import (
     add_region_arg,
     add_regions_arg,
@@ -80,7 +84,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument(
         "--on-install", metavar="CMD", default=None, help="shell command run after each install"
     )
-    p.add_argument("--worker-id", default=None, help="default: hostname-pid")
+    p.add_argument(
+        "--worker-id",
+        default=None,
+        help="the id in the fleet's status (default: hostname and a hash of --out-dir, "
+        "so a restart is the same worker)",
+    )
     p.add_argument("--poll-interval-s", type=positive_float, default=10.0)
     p.add_argument(
         "--share-dir",
@@ -155,10 +164,11 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 worker: %(message)s"
     )
-    worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
+    worker_id = args.worker_id or _default_worker_id(out_dir)
     store, regions, choice = store_to_read(args, max_lag_versions=args.max_lag_versions)
     region = (args.region or "") if choice is None else choice.region
     reporter = StatusReporter(store, worker_id, region)
+    _report(reporter.resume, round_trip_s=_round_trip_s(store))
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -206,6 +216,7 @@ def _serve(
     try:
         while not stop.is_set():
             watcher.check_alive()
+            _report(reporter.heartbeat)
             if failover is not None:
                 failover.maybe_check()
             _report_failures(reporter, watcher, failover)
@@ -271,11 +282,31 @@ def _failover(
     )
 
 
-def _report(write: Callable[..., object], *args: object) -> None:
+def _default_worker_id(out_dir: Path) -> str:
+    """hostname-<hash of the absolute --out-dir>: stable across restarts, one per directory."""
+    digest = hashlib.sha256(str(out_dir.resolve()).encode()).hexdigest()[:8]
+    return f"{socket.gethostname()}-{digest}"
+
+
+def _round_trip_s(store: ObjectStore, tries: int = 3) -> float | None:
+    """The quickest of a few HEADs of LATEST: this worker's round trip, for the planner."""
+    best = None
+    for _ in range(tries):
+        start = time.perf_counter()
+        try:
+            store.head(LATEST_KEY)
+        except StoreError:
+            return best
+        took = time.perf_counter() - start
+        best = took if best is None else min(best, took)
+    return best
+
+
+def _report(write: Callable[..., object], *args: object, **kwargs: object) -> None:
     """Write the status object, best effort: it lives in the start-up region's bucket,
     which may be the region that is down while the worker reads from another."""
     try:
-        write(*args)
+        write(*args, **kwargs)
     except StoreError as exc:
         log.warning("status object not written: %s", exc)
 

@@ -17,6 +17,7 @@ from ..staleness import MAX_STABLE_STALENESS, MIN_STALENESS
 from ..units import require_int, require_non_negative, require_positive
 from . import capacity as cap
 from . import egress, topology
+from . import fleet as fleet_model
 from .cdn import DEFAULT_EDGES, cdn_download_traffic
 from .gpu import hourly_usd
 from .prices import CdnPrices, PriceBook, StoragePrices
@@ -78,9 +79,15 @@ class PlanInputs:
     cdn_edges: int = DEFAULT_EDGES
     replica_regions: tuple[str, ...] = ()
     free_tier: bool = True
+    # A heterogeneous fleet (--fleet / --from-status): T_bcast at bcast_fraction of it.
+    fleet: fleet_model.FleetLinks | None = None
+    bcast_fraction: float = 0.9
+    install_mb_per_s: float = fleet_model.DEFAULT_INSTALL_MB_PER_S
+    chains: int | None = None
 
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
+        self._check_fleet()
         for name in ("t_train_s", "worker_rollouts_per_s", "downlink_mbps", "uplink_mbps"):
             require_positive(name, getattr(self, name))
         for name in ("chunk_mb", "poll_interval_s"):
@@ -106,6 +113,18 @@ class PlanInputs:
         for gpu, count in self.trainer_gpus:
             require_int(f"trainer GPU count of {gpu}", count)
         cap.staleness_budget(staleness=self.staleness, force=self.force)
+
+    def _check_fleet(self) -> None:
+        fleet_model.quantile_index(1, self.bcast_fraction)
+        require_positive("install_mb_per_s", self.install_mb_per_s)
+        if self.chains is not None:
+            require_int("chains", self.chains)
+        if self.fleet is not None and self.workers != len(self.fleet):
+            raise UsageError(f"workers must be the fleet's {len(self.fleet)}, got {self.workers}")
+
+    @property
+    def fetch(self) -> fleet_model.FetchModel:
+        return fleet_model.FetchModel(self.poll_interval_s, install_mb_per_s=self.install_mb_per_s)
 
     @property
     def budget(self) -> cap.StalenessBudget:
@@ -229,6 +248,8 @@ class Plan:
 def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     """Modelled broadcast time of one topology at a fleet size."""
     i = inputs
+    if i.fleet is not None:
+        return fleet_t_bcast_s(i, name)
     if name in BUCKET_ROWS:
         payload = i.delta_gb if name in DELTA_ROWS else i.snapshot_gb
         return topology.object_storage_s(
@@ -240,6 +261,34 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     if name == "peer_chain":
         return topology.chain_pipelined_s(
             i.snapshot_gb, i.uplink_mbps, i.downlink_mbps, workers, i.chunk_mb
+        )
+    raise UsageError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGIES)}")
+
+
+def fleet_t_bcast_s(inputs: PlanInputs, name: str) -> float:
+    """T_bcast at ``bcast_fraction`` of a heterogeneous fleet (cost/fleet.py).
+
+    Bucket rows add the upload (and any replication lag) before the commit to the
+    quantile of the workers' own times after it.
+    """
+    i, fleet = inputs, inputs.fleet
+    if fleet is None:
+        raise UsageError("fleet_t_bcast_s needs a fleet")
+    f, fetch = i.bcast_fraction, i.fetch
+    if name in BUCKET_ROWS:
+        payload = i.delta_gb if name in DELTA_ROWS else i.snapshot_gb
+        before_s = topology.object_storage_s(
+            payload, i.downlink_mbps, i.upload_mbps or i.uplink_mbps,
+            i.regions, i.replicate, i.replication_lag_s,
+        ) - topology.transfer_s(payload, i.downlink_mbps)  # fmt: skip
+        after_s = fleet_model.object_storage_fleet_s(fleet, payload, i.snapshot_gb, fetch, f)
+        return before_s + after_s
+    if name == "star":
+        snapshot = i.snapshot_gb
+        return fleet_model.star_fleet_s(fleet, snapshot, snapshot, i.uplink_mbps, fetch, f)
+    if name == "peer_chain":
+        return fleet_model.chain_fleet_s(
+            fleet, i.snapshot_gb, i.snapshot_gb, i.uplink_mbps, fetch, f, i.chunk_mb, i.chains
         )
     raise UsageError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGIES)}")
 
@@ -301,6 +350,8 @@ def _traffic(
 
 
 def _chains(inputs: PlanInputs) -> int:
+    if inputs.chains is not None:
+        return inputs.chains
     return topology.chain_count(inputs.uplink_mbps, inputs.downlink_mbps)
 
 

@@ -8,11 +8,10 @@ failing worker rewrites it at most once per ``failure_interval_s``
 (:meth:`StatusReporter.failing`), so that its status stays fresh without
 hammering the bucket; the next install clears the error.
 
-:func:`fleet_report` turns those into, per version, T_bcast measured when a
-target fraction of the workers (default 90%) had installed it or something
-newer, the tail separately, and the workers that lag. The reference page
-explains why the tail must not define T_bcast: one slow link would then size
-the fleet for everyone.
+:func:`~wanrl_s3.fleet.bcast.fleet_report` turns those into, per version,
+T_bcast over the workers alive when it was published (see fleet/bcast.py). Idle
+workers rewrite their object every ``HEARTBEAT_S`` so that silence means gone, and
+a worker restarted under its id keeps its history (:meth:`StatusReporter.resume`).
 
 Times are wall-clock seconds from different machines (publisher and
 workers); their clocks must be synchronised (NTP) for T_bcast to mean much.
@@ -23,12 +22,12 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import NotFoundError, UsageError, WorkerStatusError
+from ..errors import NotFoundError, WorkerStatusError
 from ..fetch.watch import InstallResult
 from ..format import layout
 from ..format.manifest import load_bounded_json
@@ -40,6 +39,7 @@ HISTORY = 64
 READ_THREADS = 8  # status objects are small: a fleet's worth is latency-bound GETs
 MAX_STATUS_BYTES = 4 * MiB  # 64 installs are ~20 KB; an integration's fields fit easily
 FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this often
+HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast.py)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,11 @@ class WorkerStatus:
     last_error: str | None = None
     last_error_at_s: float | None = None  # when last_error happened (wall clock)
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
+    # Fleet membership (fleet/bcast.py): first start under this id, the spans it was down
+    # between restarts, and its measured round trip to the bucket (for the planner).
+    started_at_s: float | None = None
+    absences: tuple[tuple[float, float], ...] = ()
+    round_trip_s: float | None = None
     # Fields an integration adds (e.g. verl's step -> version map); readers ignore them.
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -87,6 +92,9 @@ class WorkerStatus:
                 "last_error": self.last_error,
                 "last_error_at_s": self.last_error_at_s,
                 "fallback": self.fallback,
+                "started_at_s": self.started_at_s,
+                "absences": [list(a) for a in self.absences],
+                "round_trip_s": self.round_trip_s,
             }
         ).encode()
 
@@ -111,6 +119,9 @@ class WorkerStatus:
                 last_error=d.get("last_error"),
                 last_error_at_s=_optional_float(d.get("last_error_at_s")),
                 fallback=d.get("fallback"),
+                started_at_s=_optional_float(d.get("started_at_s")),
+                absences=tuple((float(a), float(b)) for a, b in d.get("absences", ())),
+                round_trip_s=_optional_float(d.get("round_trip_s")),
                 extra={k: v for k, v in d.items() if k not in _OWN_KEYS},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -147,6 +158,7 @@ class StatusReporter:
         region: str = "",
         *,
         failure_interval_s: float = FAILURE_INTERVAL_S,
+        heartbeat_s: float = HEARTBEAT_S,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.store = store
@@ -154,6 +166,8 @@ class StatusReporter:
         self.status = WorkerStatus(worker_id, region)
         self.failure_interval_s = require_non_negative("failure_interval_s", failure_interval_s)
         self._monotonic = monotonic
+        self.heartbeat_s = require_non_negative("heartbeat_s", heartbeat_s)
+        self._written_s = -math.inf  # when _write last wrote (monotonic)
         self._failure_written_s: float | None = None  # when failing() last wrote
         self._failure_shown: str | None = None  # the message failing() last wrote
 
@@ -188,6 +202,44 @@ class StatusReporter:
         self._write(self.status.with_error(message, at_s))
         return True
 
+    def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
+        """Start (or restart) under this worker id: keep the previous object's history.
+
+        A restart under the same id is the same worker: its installs, first start
+        and absences carry over, and the time it was down becomes one more absence
+        (it was not part of the fleet for versions published then). Written at once,
+        so the fleet sees the worker before its first install.
+        """
+        now = time.time() if now_s is None else now_s
+        try:
+            old: WorkerStatus | None = WorkerStatus.from_json(self.store.get_bytes(self.key))
+        except (NotFoundError, WorkerStatusError):
+            old = None
+        status = replace(self.status, started_at_s=now, round_trip_s=round_trip_s)
+        if old is not None and old.worker_id == status.worker_id:
+            gap = ((old.updated_at_s, now),) if old.updated_at_s < now else ()
+            status = replace(
+                status,
+                installed_version=old.installed_version,
+                installs=old.installs,
+                downloaded_bytes_total=old.downloaded_bytes_total,
+                started_at_s=old.started_at_s if old.started_at_s is not None else now,
+                absences=(*old.absences, *gap)[-HISTORY:],
+                extra=old.extra,
+            )
+        self._write(status)
+
+    def heartbeat(self) -> bool:
+        """Rewrite the status if nothing was written for ``heartbeat_s``; True if written.
+
+        An idle worker has nothing to report for hours; without this it would look
+        as gone as a dead one (fleet/bcast.py expires workers silent for 300 s).
+        """
+        if self._monotonic() - self._written_s < self.heartbeat_s:
+            return False
+        self._write(self.status)
+        return True
+
     def region_changed(self, region: str, fallback: str | None) -> None:
         """Now reading from ``region``; ``fallback`` says why it is not the worker's own."""
         self._write(replace(self.status, region=region, fallback=fallback))
@@ -200,6 +252,7 @@ class StatusReporter:
         if extra is not None:
             status = replace(status, extra=dict(extra))
         self.status = replace(status, updated_at_s=time.time())
+        self._written_s = self._monotonic()
         self.store.put_bytes(self.key, self.status.to_json())
 
 
@@ -226,87 +279,3 @@ def _read_status(store: ObjectStore, key: str) -> WorkerStatus | None:
         return WorkerStatus.from_json(store.get_bytes(key))
     except (WorkerStatusError, NotFoundError):
         return None
-
-
-@dataclass(frozen=True)
-class VersionSpread:
-    version: int
-    published_at_s: float
-    installed: int  # workers holding this version or newer
-    workers: int
-    t_bcast_s: float | None  # when `fraction` of workers had it; None if not yet
-    tail_s: float | None  # from then until the last worker had it
-    seen_s: float | None  # median time from publish until workers saw it in LATEST
-
-
-@dataclass(frozen=True)
-class FleetReport:
-    fraction: float
-    latest: int | None
-    versions: tuple[VersionSpread, ...]
-    lagging: tuple[str, ...]
-    workers: tuple[WorkerStatus, ...] = field(default=())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "fraction": self.fraction,
-            "latest": self.latest,
-            "versions": [v.__dict__ for v in self.versions],
-            "lagging": list(self.lagging),
-            "workers": [
-                {
-                    "worker_id": w.worker_id,
-                    "region": w.region,
-                    "installed_version": w.installed_version,
-                    "updated_at_s": w.updated_at_s,
-                    "last_error": w.last_error,
-                    "last_error_at_s": w.last_error_at_s,
-                    "fallback": w.fallback,
-                }
-                for w in self.workers
-            ],
-        }
-
-
-def spread(
-    version: int, published_at_s: float, statuses: Iterable[WorkerStatus], fraction: float
-) -> VersionSpread:
-    """T_bcast of one version at ``fraction`` of the workers, and its tail."""
-    statuses = list(statuses)
-    n = len(statuses)
-    times = sorted(t for t in (s.installed_at(version) for s in statuses) if t is not None)
-    need = max(1, math.ceil(fraction * n)) if n else 0
-    t_bcast = times[need - 1] - published_at_s if n and len(times) >= need else None
-    tail = times[-1] - published_at_s - t_bcast if t_bcast is not None and len(times) == n else None
-    seen = sorted(
-        i["seen_at_s"] - published_at_s
-        for s in statuses
-        for i in s.installs
-        if i["version"] == version
-    )
-    return VersionSpread(
-        version,
-        published_at_s,
-        len(times),
-        n,
-        t_bcast,
-        tail,
-        seen[len(seen) // 2] if seen else None,
-    )
-
-
-def fleet_report(
-    statuses: list[WorkerStatus],
-    published_at_s: Mapping[int, float],
-    latest: int | None,
-    fraction: float = 0.9,
-) -> FleetReport:
-    if not 0 < fraction <= 1:
-        raise UsageError(f"fraction must be in (0, 1], got {fraction}")
-    versions = tuple(
-        spread(v, published_at_s[v], statuses, fraction) for v in sorted(published_at_s)
-    )
-    lagging = tuple(
-        s.worker_id for s in statuses if latest is not None and (s.installed_version or -1) < latest
-    )
-    return FleetReport(fraction, latest, versions, lagging, tuple(statuses))

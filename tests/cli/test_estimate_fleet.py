@@ -1,0 +1,94 @@
+"""`wanrl-s3 estimate --fleet FILE | --from-status URL`: the planner on a heterogeneous fleet."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wanrl_s3 import InstallResult, PublishConfig, Publisher, WorkerStatus, open_store
+from wanrl_s3.cli import main
+from wanrl_s3.format import layout
+
+PLAN = ["estimate", "--params", "1e9", "--t-train-s", "600", "--batch", "64", "--json"]
+
+
+def plan_of(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str]:
+    assert main([*PLAN, *argv]) == 0
+    out, err = capsys.readouterr()
+    return json.loads(out), err
+
+
+def test_a_fleet_file_sets_the_fleet_and_its_quantile_sets_t_bcast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fast = "".join(f"f{i},1000,1000,10,eu\n" for i in range(9))
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text(
+        "name,downlink_mbps,uplink_mbps,rtt_ms,region\n" + fast + "slow,10,10,200,us\n"
+    )
+    plan, _ = plan_of(capsys, "--fleet", str(fleet), "--poll-interval-s", "2")
+    rows = plan["by_topology"]
+    assert plan["inputs"]["workers"] == 10 and rows["object_storage_full"]["fleet_workers"] == 10
+    # 90% of 10 is the 9th worker: a fast one; the 10 Mbit/s host is the tail, not T_bcast
+    bucket_full = rows["object_storage_full"]["t_bcast_s"]
+    upload_s = 2.0 * 8000 / 300  # 2 GB at the default 300 Mbit/s trainer uplink
+    assert bucket_full == pytest.approx(upload_s + 1 + 4 * 0.01 + 16 + 2000 / 500)
+    every, _ = plan_of(capsys, "--fleet", str(fleet), "--poll-interval-s", "2", "--fraction", "1")
+    assert every["by_topology"]["object_storage_full"]["t_bcast_s"] > bucket_full + 1000
+
+
+def test_fleet_flags_refuse_what_contradicts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n100,100,x\n")
+    assert main([*PLAN, "--fleet", str(fleet)]) == 2
+    assert capsys.readouterr().err == (
+        "wanrl-s3: error: fleet.csv line 2: rtt_ms must be a number >= 0, got 'x'\n"
+    )
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n100,100,5\n")
+    assert main([*PLAN, "--fleet", str(fleet), "--workers", "3"]) == 2
+    assert "--workers and --fleet" in capsys.readouterr().err
+    assert main([*PLAN, "--fleet", str(tmp_path / "missing.csv")]) == 2
+    assert "cannot read --fleet" in capsys.readouterr().err
+
+
+def status(worker_id: str, updated_at_s: float, rtt_s: float | None, mb: float) -> bytes:
+    done = InstallResult(
+        1, 1, (1,), int(mb * 1e6), 0.0, 0.1, 1.0, 1.2, 2.0 + rtt_s if rtt_s else 2.0, 0.01, 0.01
+    )
+    return WorkerStatus(
+        worker_id,
+        region="eu",
+        installed_version=1,
+        installs=(done.to_dict(),),
+        updated_at_s=updated_at_s,
+        started_at_s=0.0,
+        round_trip_s=rtt_s,
+    ).to_json()
+
+
+def test_from_status_reads_each_workers_measured_link(
+    s3_url: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    Publisher(store, PublishConfig()).publish({"w": np.zeros(250_000, np.float32)}, 1)
+    now = time.time()
+    for worker_id, updated, rtt, mb in (
+        ("a", now, 0.05, 25.0),  # 25 MB in 2 s after its round trip: 100 Mbit/s
+        ("b", now, 0.2, 5.0),  # 20 Mbit/s
+        ("gone", now - 3600, 0.05, 25.0),  # expired: left out
+        ("old", now, None, 25.0),  # no round trip recorded: left out
+    ):
+        store.put_bytes(layout.worker_status_key(worker_id), status(worker_id, updated, rtt, mb))
+    plan, err = plan_of(capsys, "--from-status", s3_url, "--status-endpoint-url", moto_endpoint)
+    links = {w["name"]: w for w in plan["inputs"]["fleet"]["workers"]}
+    assert set(links) == {"a", "b"} and plan["inputs"]["workers"] == 2
+    assert links["a"]["downlink_mbps"] == pytest.approx(100.0)
+    assert links["b"]["downlink_mbps"] == pytest.approx(20.0) and links["b"]["rtt_ms"] == 200.0
+    assert links["a"]["install_mb_per_s"] == pytest.approx(1.0 / 0.02)  # 1 MB raw in 0.02 s
+    assert "left out gone: expired" in err and "left out old: no round trip recorded" in err

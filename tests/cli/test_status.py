@@ -1,0 +1,67 @@
+"""`wanrl-s3 status` on a real (moto) bucket: header, legend, frozen figures, expiry, pruning."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from wanrl_s3 import (
+    InstallResult,
+    PublishConfig,
+    Publisher,
+    Subscriber,
+    WorkerStatus,
+    open_store,
+)
+from wanrl_s3.cli import main
+from wanrl_s3.fleet.bcast import record_key
+from wanrl_s3.format import layout
+
+
+def status_object(worker_id: str, updated_at_s: float, version: int | None, published_s: float):
+    installs = ()
+    if version is not None:
+        installs = (
+            InstallResult(
+                version, 1, (version,), 10, published_s, published_s + 0.2, published_s + 1.0,
+                published_s + 1.5, 0.5, 0.1, 0.1,
+            ).to_dict(),
+        )  # fmt: skip
+    return WorkerStatus(
+        worker_id,
+        installed_version=version,
+        installs=installs,
+        started_at_s=published_s - 100,
+        updated_at_s=updated_at_s,
+    ).to_json()
+
+
+def test_status_explains_itself_freezes_and_prunes(
+    s3_url: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    Publisher(store, PublishConfig()).publish({"w": np.zeros(4, np.float32)}, 1)
+    with Subscriber(store) as sub:
+        at = sub.manifest(1).created_at_s
+    now = time.time()
+    store.put_bytes(layout.worker_status_key("fresh"), status_object("fresh", now, 1, at))
+    store.put_bytes(layout.worker_status_key("gone"), status_object("gone", now - 3600, None, at))
+    argv = ["status", "--store", s3_url, "--endpoint-url", moto_endpoint]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "1 workers, 1 expired; latest v1" in out
+    assert "seen s: median time from the commit" in out and "* = frozen" in out
+    header = next(line for line in out.splitlines() if "worker" in line and "region" in line)
+    assert header.split()[:5] == ["worker", "region", "version", "status", "s"]
+    assert any(line.split()[:1] == ["gone"] and "EXPIRED" in line for line in out.splitlines())
+    assert "LAGGING" not in out
+    assert store.exists(record_key(1, 0.9))  # the fresh worker measured v1: frozen
+    assert main([*argv, "--prune"]) == 0
+    out = capsys.readouterr().out
+    v1 = next(line for line in out.splitlines() if line.split()[:2] == ["1", "1/1"])
+    assert "*" in v1  # read back from its record
+    assert not store.exists(layout.worker_status_key("gone"))
+    assert main([*argv, "--fraction", "1.5"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
