@@ -39,8 +39,7 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codec import best_of  # benchmarks/codec.py: the benchmarks' one timing rule
 
-from wanrl_s3.codec import encode_delta, read_header
-from wanrl_s3.codec.full import decode_full, encode_full
+from wanrl_s3.codec import decode_full, encode_delta, encode_full, read_header
 from wanrl_s3.testing import dims_for_params, llama_like_layout, nudge_state, random_bf16_state
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -34,7 +34,9 @@ def tensors():
             open(sys.argv[3], "w").close()  # tell the parent: uploads are under way
             time.sleep(60)
 
-Publisher(store, PublishConfig(delta="never", part_bytes=5 * 2**20)).publish(tensors(), 2)
+# raw: constant tensors would code to nearly nothing, and uploads must be under way
+config = PublishConfig(delta="never", part_bytes=5 * 2**20, full_coding="raw")
+Publisher(store, config).publish(tensors(), 2)
 """
 
 

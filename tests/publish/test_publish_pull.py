@@ -6,10 +6,11 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from wanrl_s3.errors import UsageError, VersionConflictError
+from wanrl_s3.errors import UsageError, VerificationError, VersionConflictError
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.format import layout
 from wanrl_s3.format.latest import Latest
+from wanrl_s3.format.manifest import Manifest
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import ObjectStore
 
@@ -62,12 +63,49 @@ def test_tensor_larger_than_one_object(store: ObjectStore) -> None:
         "big": rng.standard_normal(3000).astype(np.float32),
         "small": np.arange(10, dtype=np.int64),
     }
-    cfg = PublishConfig(delta="never", object_bytes=1000)
+    cfg = PublishConfig(delta="never", object_bytes=1000, full_coding="raw")  # sizes known
     Publisher(store, cfg).publish(tensors, 5)
     with Subscriber(store, range_bytes=333) as sub:
         m = sub.manifest(5)
         assert len(m.by_name["big"].segments) >= 12 and len(m.objects) >= 12
         assert_bit_identical(dict(sub.fetch(5).tensors), tensors)
+
+
+def test_keyframes_are_coded_in_byte_planes_and_pull_bit_exact(store: ObjectStore) -> None:
+    """Trained-like bf16 weights (per-tensor scales) store at about 0.67x; random bytes raw."""
+    rng = np.random.default_rng(3)
+    tensors = {
+        f"w{i}": (rng.standard_normal(64 * 1024) * scale).astype(ml_dtypes.bfloat16)
+        for i, scale in enumerate((0.002, 0.02, 0.2, 1.0))
+    }
+    tensors["noise"] = rng.integers(0, 2**16, 64 * 1024, dtype=np.uint16).view(ml_dtypes.bfloat16)
+    result = Publisher(store, PublishConfig(delta="never")).publish(tensors, 1)
+    with Subscriber(store) as sub:
+        m = sub.manifest(1)
+        assert {e.name: e.encoding for e in m.tensors} == {
+            **{f"w{i}": "planes" for i in range(4)},
+            "noise": "raw",
+        }
+        coded = sum(m.by_name[f"w{i}"].stored_bytes for i in range(4))
+        assert coded < 0.75 * sum(tensors[f"w{i}"].nbytes for i in range(4))
+        assert result.stored_bytes < result.raw_bytes
+        assert_bit_identical(dict(sub.fetch(1).tensors), tensors)
+    raw = Publisher(store, PublishConfig(delta="never", full_coding="raw")).publish(tensors, 2)
+    assert raw.stored_bytes == raw.raw_bytes
+
+
+def test_a_flipped_byte_in_a_coded_tensor_never_installs(store: ObjectStore) -> None:
+    rng = np.random.default_rng(4)
+    tensors = {"w": (rng.standard_normal(64 * 1024) * 0.02).astype(ml_dtypes.bfloat16)}
+    Publisher(store, PublishConfig(delta="never")).publish(tensors, 1)
+    m = Manifest.from_json(store.get_bytes(layout.manifest_key(1)))
+    seg = m.by_name["w"].segments[0]
+    key = m.payload_key(seg.key)
+    data = bytearray(store.get_bytes(key))
+    data[seg.offset + seg.length // 2] ^= 0x10
+    store.put_bytes(key, bytes(data))
+    with Subscriber(store) as sub, pytest.raises(VerificationError, match="do not match"):
+        sub.fetch(1)
 
 
 def test_multipart_payload_and_parallel_ranges(store: ObjectStore) -> None:

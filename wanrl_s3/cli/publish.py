@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import UsageError
+from ..errors import UsageError, VerificationError
 from ..fetch.files import load_snapshot
 from ..format.signing import Signer
 from ..io.safetensors_file import iter_source, read_source
-from ..publish.publisher import DELTA_MODES, PublishConfig, Publisher
+from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher
 from ..publish.resume import resume
 from ..units import MiB
 from .common import (
@@ -40,7 +40,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         choices=DELTA_MODES,
         default="auto",
         help="auto: a delta against the newest version unless a keyframe is due "
-        "or the delta is too big; never: always a full snapshot",
+        "or the delta is too big; always: a delta whenever the store has a version to "
+        "diff against (tensors whose delta would not pay still go whole); never: always "
+        "a full snapshot",
+    )
+    p.add_argument(
+        "--full-coding",
+        choices=FULL_CODINGS,
+        default="planes",
+        help="how whole tensors are stored: planes (default): losslessly in byte planes "
+        "where that pays, about 0.67x for trained bf16 weights; raw: their bytes as they are",
     )
     p.add_argument(
         "--keyframe-every",
@@ -76,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
         keyframe_every=args.keyframe_every,
         part_bytes=args.part_mb * MiB,
         concurrency=args.concurrency,
+        full_coding=args.full_coding,
     )
     stores = roles_from_args(args).publish()
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
@@ -121,3 +131,8 @@ def _resume(publisher: Publisher, base_path: str | None) -> None:
         resume(publisher, base=base)
     except UsageError as exc:
         raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
+    except VerificationError as exc:
+        raise type(exc)(
+            f"the newest version in the store, the base of a delta, is damaged: {exc}; "
+            "publish a keyframe with --delta never"
+        ) from exc

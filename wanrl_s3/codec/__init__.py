@@ -1,4 +1,5 @@
-"""Codecs: bit-exact sparse deltas between versions of a tensor.
+"""Codecs: bit-exact sparse deltas between versions of a tensor, and whole tensors
+stored losslessly in fewer bytes (byte planes, docs/full-format.md).
 
 ``binary_entropy`` and ``order0_entropy`` give the entropy bound a delta payload
 is measured against (positions ``N*H(n/N)`` bits, values the order-0 entropy of
@@ -23,6 +24,15 @@ from .delta import (
     order0_entropy,
     read_header,
 )
+from .full import (
+    CODING_PLANES,
+    CODING_RAW,
+    FullHeader,
+    FullPayload,
+    decode_full,
+    encode_full,
+    read_full_header,
+)
 
 if TYPE_CHECKING:
     from .torch_delta import decode_delta_torch, encode_delta_torch
@@ -39,13 +49,20 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CODING_PLANES",
+    "CODING_RAW",
     "DeltaHeader",
     "DeltaPayload",
+    "FullHeader",
+    "FullPayload",
     "binary_entropy",
     "decode_delta",
     "decode_delta_torch",
+    "decode_full",
     "encode_delta",
     "encode_delta_torch",
+    "encode_full",
     "order0_entropy",
+    "read_full_header",
     "read_header",
 ]

@@ -89,7 +89,7 @@ def recipes(steps: list[Manifest], from_have: bool) -> tuple[Recipe, ...]:
                     f"tensor {entry.name!r} is missing from version "
                     f"{steps[i].version} but a later delta needs it"
                 )
-            if e.encoding == "raw":
+            if e.encoding != "xor-delta":  # a whole copy (raw, or coded in byte planes)
                 start_step, start = i, e
                 break
             deltas.append((i, e))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..codec import bridge as codec_bridge
+from ..codec import decode_full
 from ..errors import (
     FetchCancelled,
     ManifestError,
@@ -407,6 +408,10 @@ class Subscriber:
             dest = outputs[r.name]
             if r.start_step == HAVE:
                 bases[r.name] = _have_tensor(r, dest, have)
+            elif r.start is not None and r.start.encoding == "planes":
+                coded = bytearray(r.start.stored_bytes)  # decoded into dest once verified
+                payloads[(r.start_step, r.name)] = coded
+                yield from _segment_jobs(plan.steps[r.start_step], r.start, memoryview(coded))
             else:
                 yield from _segment_jobs(plan.steps[r.start_step], r.start, byte_view(dest))
             for step, entry in r.deltas:
@@ -428,12 +433,8 @@ class Subscriber:
         delta from there straight into ``dest``: one pass instead of a copy and
         then an in-place pass.
         """
-        if r.start is not None and hashing.digest(byte_view(dest)) != r.start.stored_hash:
-            raise VerificationError(
-                f"tensor {r.name!r} of version "
-                f"{plan.steps[r.start_step].version}: bytes do not match "
-                "the manifest's hash"
-            )
+        if r.start is not None:
+            self._finish_start(plan, r, r.start, dest, payloads)
         for step, entry in r.deltas:
             data = payloads.pop((step, r.name))
             if hashing.digest(data) != entry.stored_hash:
@@ -445,12 +446,30 @@ class Subscriber:
             base = None
         if base is not None:  # the local copy is already the target version
             np.copyto(dest, base)
-        rebuilt = r.deltas or r.start is None
+        rebuilt = r.deltas or r.start is None or r.start.encoding == "planes"
         if rebuilt and hashing.digest(byte_view(dest)) != plan.target.by_name[r.name].hash:
             raise VerificationError(
                 f"tensor {r.name!r} rebuilt for version {plan.target.version} does not match "
                 "the published hash (a delta applied to the wrong base?)"
             )
+
+    @staticmethod
+    def _finish_start(
+        plan: FetchPlan,
+        r: Recipe,
+        start: TensorEntry,
+        dest: np.ndarray,
+        payloads: dict[tuple[int, str], bytearray],
+    ) -> None:
+        """The whole copy a recipe starts from: verified as stored, then decoded if coded."""
+        stored = payloads.pop((r.start_step, r.name), None)
+        if hashing.digest(byte_view(dest) if stored is None else stored) != start.stored_hash:
+            raise VerificationError(
+                f"tensor {r.name!r} of version {plan.steps[r.start_step].version}: "
+                "bytes do not match the manifest's hash"
+            )
+        if stored is not None:
+            decode_full(stored, dest, dtype=start.dtype)
 
 
 def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> Iterator[ReadJob]:

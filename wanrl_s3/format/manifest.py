@@ -31,7 +31,7 @@ from . import dtypes, hashing, layout
 FORMAT = "wanrl-s3/manifest"
 SCHEMA_VERSION = 1
 KINDS = ("full", "delta")
-ENCODINGS = ("raw", "xor-delta")
+ENCODINGS = ("raw", "planes", "xor-delta")  # planes: docs/full-format.md
 
 MAX_MANIFEST_BYTES = 64 * MiB
 MAX_TENSORS = 1_000_000

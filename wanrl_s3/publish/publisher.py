@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ..codec import CODING_PLANES, encode_full
 from ..codec import bridge as codec_bridge
 from ..errors import (
     PreconditionFailedError,
@@ -50,6 +51,7 @@ from ..units import MiB, require_int, require_positive
 from .payload import PayloadWriter
 
 DELTA_MODES = ("auto", "never", "always")
+FULL_CODINGS = ("planes", "raw")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,10 @@ class PublishConfig:
     part_bytes: int = 16 * MiB
     concurrency: int = 16
     zstd_level: int = 3
+    # Whole tensors (keyframes, and tensors a delta does not pay for): "planes" codes them
+    # losslessly in byte planes where that pays (about 0.67x for trained bf16 weights,
+    # docs/full-format.md), "raw" stores their bytes as they are.
+    full_coding: str = "planes"
     # With a signer, LATEST is signed and expires this long after each publication:
     # readers that require signatures refuse it after, so a frozen or replayed pointer
     # is seen. Set it well above kappa * T_train. None: the pointer never expires.
@@ -71,6 +77,10 @@ class PublishConfig:
     def __post_init__(self) -> None:
         if self.delta not in DELTA_MODES:
             raise UsageError(f"delta must be one of {', '.join(DELTA_MODES)}, got {self.delta!r}")
+        if self.full_coding not in FULL_CODINGS:
+            raise UsageError(
+                f"full_coding must be one of {', '.join(FULL_CODINGS)}, got {self.full_coding!r}"
+            )
         require_int("keyframe_every", self.keyframe_every)
         if require_positive("max_delta_fraction", self.max_delta_fraction) > 1:
             raise UsageError(f"max_delta_fraction must be in (0, 1], got {self.max_delta_fraction}")
@@ -314,7 +324,7 @@ class Publisher:
         held: dict[str, np.ndarray] | None,
         base: _Base | None,
     ) -> TensorEntry:
-        """One tensor: an XOR delta against the base bits when that pays, else raw bytes.
+        """One tensor: an XOR delta against the base bits when that pays, else the whole tensor.
 
         ``held`` (when the publisher keeps a base) ends up with the new bits.
         """
@@ -331,14 +341,14 @@ class Publisher:
             held[name] = _hold(arr, held.get(name))
         view = byte_view(arr)
         digest = hashing.digest(view)
+        dtype = dtypes.of_numpy(arr.dtype).name
+        stored, encoding, stored_hash = view, "raw", digest
+        if self.config.full_coding == "planes":
+            coded = encode_full(arr, dtype)
+            if coded.coding == CODING_PLANES:  # else coding did not pay: the bytes as they are
+                stored, encoding, stored_hash = coded.data, "planes", hashing.digest(coded.data)
         return TensorEntry(
-            name,
-            dtypes.of_numpy(arr.dtype).name,
-            tuple(arr.shape),
-            digest,
-            "raw",
-            writer.write(view),
-            digest,
+            name, dtype, tuple(arr.shape), digest, encoding, writer.write(stored), stored_hash
         )
 
     def _encode_delta(
