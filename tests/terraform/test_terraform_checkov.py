@@ -31,7 +31,7 @@ def test_every_suppression_states_its_reason() -> None:
                 continue
             seen += 1
             check_id, reason = match.group(1), (match.group(2) or "").strip()
-            assert re.fullmatch(r"CKV2?_AWS_[0-9]+", check_id), f"{path}:{lineno}"
+            assert re.fullmatch(r"CKV2?_(AWS|GCP|AZURE)_[0-9]+", check_id), f"{path}:{lineno}"
             assert len(reason.split()) >= 8, (
                 f"{path.relative_to(REPO_ROOT)}:{lineno}: suppression of {check_id} "
                 "needs its reason after ':'"
@@ -90,7 +90,15 @@ def test_checkov_scanned_every_module(checkov_report: dict[str, Any]) -> None:
         for c in checkov_report["results"]["passed_checks"]
         if c["file_path"].startswith("/modules/")
     }
-    assert scanned == {"snapshot-bucket", "replication", "iam"}
+    assert scanned == {
+        "snapshot-bucket",
+        "replication",
+        "iam",
+        "gcs-snapshot-bucket",
+        "gcs-iam",
+        "azure-snapshot-container",
+        "azure-iam",
+    }
 
 
 def test_checkov_reports_no_failed_checks(checkov_report: dict[str, Any]) -> None:
@@ -106,3 +114,33 @@ def test_checkov_skips_only_with_a_reason(checkov_report: dict[str, Any]) -> Non
     for check in checkov_report["results"]["skipped_checks"]:
         reason = check["check_result"].get("suppress_comment", "")
         assert len(reason.split()) >= 8, f"{check['check_id']} {check['resource']}: {reason!r}"
+
+
+# The checks that must run (pass, or be skipped with a reason) on the GCS and
+# Azure modules: the ones a bucket or account that is public, key-based or
+# downgradable to old TLS would fail.
+REQUIRED_CLOUD_CHECKS = {
+    "gcs-snapshot-bucket": {"CKV_GCP_29", "CKV_GCP_114"},
+    "azure-snapshot-container": {
+        "CKV_AZURE_3",
+        "CKV_AZURE_34",
+        "CKV_AZURE_35",
+        "CKV_AZURE_44",
+        "CKV_AZURE_190",
+        "CKV2_AZURE_38",
+        "CKV2_AZURE_40",
+        "CKV2_AZURE_47",
+    },
+}
+
+
+def test_checkov_passes_the_core_checks_of_the_gcs_and_azure_modules(
+    checkov_report: dict[str, Any],
+) -> None:
+    for module, required in REQUIRED_CLOUD_CHECKS.items():
+        passed = {
+            c["check_id"]
+            for c in checkov_report["results"]["passed_checks"]
+            if c["file_path"].startswith(f"/modules/{module}/")
+        }
+        assert required <= passed, f"{module}: not passed: {sorted(required - passed)}"

@@ -28,7 +28,15 @@ MODULES = TERRAFORM_DIR / "modules"
 BUCKET = MODULES / "snapshot-bucket"
 REPLICATION = MODULES / "replication"
 IAM = MODULES / "iam"
-ALL_DIRS = [BUCKET, REPLICATION, IAM, EXAMPLE_DIR]
+CLOUD_DIRS = [
+    MODULES / "gcs-snapshot-bucket",
+    MODULES / "gcs-iam",
+    MODULES / "gcs-iam" / "policy",
+    MODULES / "azure-snapshot-container",
+    MODULES / "azure-iam",
+    MODULES / "azure-iam" / "policy",
+]
+ALL_DIRS = [BUCKET, REPLICATION, IAM, EXAMPLE_DIR, *CLOUD_DIRS]
 
 
 def rel(path: Path) -> str:

@@ -299,3 +299,53 @@ def action_patterns(doc: dict[str, Any], effect: str = "Allow") -> list[str]:
 def covers_action(pattern: str, action: str) -> bool:
     """Whether an action pattern (wildcards allowed) covers a concrete action."""
     return _iam_glob(pattern, action, case_sensitive=False)
+
+
+# ------------------------------------------------------------------ GCS and Azure modules
+
+
+def provider_plugin_dir(name: str, majors: tuple[str, ...]) -> Path | None:
+    """First plugin directory holding hashicorp/<name> in one of `majors`, or None."""
+    for raw in PLUGIN_DIR_CANDIDATES:
+        if not raw:
+            continue
+        base = Path(raw).expanduser()
+        for major in majors:
+            pattern = base / "registry.terraform.io/hashicorp" / name / f"{major}.*" / "*"
+            if glob.glob(str(pattern / f"terraform-provider-{name}*")):
+                return base
+    return None
+
+
+def console_eval(module_dir: Path, variables: dict[str, Any], expression: str, work: Path) -> Any:
+    """Evaluate `expression` (HCL, e.g. "local.x") in a provider-free module
+    with `variables`, through `terraform console` (no init, no network), and
+    return it decoded from JSON."""
+    work.mkdir(parents=True, exist_ok=True)
+    for path in module_dir.glob("*.tf"):
+        shutil.copy(path, work / path.name)
+    (work / "inputs.tfvars.json").write_text(json.dumps(variables), encoding="utf-8")
+    proc = run_terraform(
+        ["console", "-var-file=inputs.tfvars.json"], work, stdin=f"jsonencode({expression})\n"
+    )
+    # console prints the jsonencode()d text as a quoted HCL string.
+    return json.loads(json.loads(proc.stdout.strip()))
+
+
+def check_provider_pins(directory: Path, provider: str, min_major: str) -> None:
+    """A reusable module pins terraform and `provider` (>= min_major) and
+    configures no provider of its own: the caller picks project and region."""
+    module = load_dir(directory)
+    terraform = module["terraform"][0]
+    assert terraform["required_version"].startswith(">= 1.")
+    pinned = terraform["required_providers"][0][provider]
+    assert pinned["source"] == f"hashicorp/{provider}"
+    assert pinned["version"].startswith(f">= {min_major}")
+    assert "provider" not in module
+
+
+def check_provider_free(directory: Path) -> None:
+    """A pure-computation module: no provider, no resource, no data source."""
+    module = load_dir(directory)
+    assert "required_providers" not in module["terraform"][0]
+    assert not module.get("resource") and not module.get("data")
