@@ -115,15 +115,17 @@ def shaped_link(rate_mbit: float) -> Iterator[Link]:
 
 
 class DelayLine:
-    """A TCP proxy from ``listen_ip`` to 127.0.0.1:``target`` adding ``one_way_s`` each way.
+    """A TCP proxy from ``listen_ip`` to ``target_ip``:``target`` adding ``one_way_s`` each way.
 
     Unlike a proxy that sleeps before forwarding each chunk (which caps throughput at
     chunk / delay), each direction has a reader that stamps chunks with their release
     time and a writer that sends them when it comes: a round trip, not a rate.
     """
 
-    def __init__(self, listen_ip: str, target: int, one_way_s: float) -> None:
-        self.target, self.one_way_s = target, one_way_s
+    def __init__(
+        self, listen_ip: str, target: int, one_way_s: float, target_ip: str = "127.0.0.1"
+    ) -> None:
+        self.target, self.one_way_s, self.target_ip = target, one_way_s, target_ip
         self._server = socket.create_server((listen_ip, 0))
         self.endpoint = f"http://{listen_ip}:{self._server.getsockname()[1]}"
         threading.Thread(target=self._accept, daemon=True).start()
@@ -137,7 +139,7 @@ class DelayLine:
                 client, _ = self._server.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target))
+            upstream = socket.create_connection((self.target_ip, self.target))
             for src, dst in ((client, upstream), (upstream, client)):
                 line: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
                 threading.Thread(target=self._read, args=(src, line), daemon=True).start()

@@ -36,7 +36,7 @@ def test_a_fleet_file_sets_the_fleet_and_its_quantile_sets_t_bcast(
     # 90% of 10 is the 9th worker: a fast one; the 10 Mbit/s host is the tail, not T_bcast
     bucket_full = rows["object_storage_full"]["t_bcast_s"]
     upload_s = 2.0 * 8000 / 300  # 2 GB at the default 300 Mbit/s trainer uplink
-    assert bucket_full == pytest.approx(upload_s + 1 + 4 * 0.01 + 16 + 2000 / 500)
+    assert bucket_full == pytest.approx(upload_s + 1 + 4 * 0.01 + 16 * 1514 / 1448 + 2000 / 500)
     every, _ = plan_of(capsys, "--fleet", str(fleet), "--poll-interval-s", "2", "--fraction", "1")
     assert every["by_topology"]["object_storage_full"]["t_bcast_s"] > bucket_full + 1000
 

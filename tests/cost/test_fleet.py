@@ -19,7 +19,9 @@ from wanrl_s3.cost import (
 )
 from wanrl_s3.errors import UsageError
 
-NO_OVERHEAD = FetchModel(poll_interval_s=1e-9, round_trips=0, install_mb_per_s=1e12)
+NO_OVERHEAD = FetchModel(
+    poll_interval_s=1e-9, round_trips=0, install_mb_per_s=1e12, goodput_share=1.0
+)
 
 
 def uniform(n: int, mbps: float = 100.0, rtt_ms: float = 0.0) -> FleetLinks:
@@ -38,8 +40,16 @@ def test_the_quantile_is_the_status_reports_rule() -> None:
 def test_one_workers_time_adds_poll_round_trips_bytes_and_install() -> None:
     link = WorkerLink("a", downlink_mbps=80.0, uplink_mbps=20.0, rtt_ms=50.0)
     fetch = FetchModel(poll_interval_s=2.0, round_trips=4, install_mb_per_s=500.0)
-    # 1 s polling + 4 x 0.05 s + 0.1 GB over 80 Mbit/s (10 s) + 1 GB snapshot at 500 MB/s (2 s)
-    assert object_storage_worker_s(link, 0.1, 1.0, fetch) == pytest.approx(1 + 0.2 + 10 + 2)
+    # 1 s polling + 4 x 0.05 s + 0.1 GB over 80 Mbit/s at TCP's goodput + 1 GB at 500 MB/s
+    wire_s = 10 * 1514 / 1448
+    assert object_storage_worker_s(link, 0.1, 1.0, fetch) == pytest.approx(1 + 0.2 + wire_s + 2)
+    decoding = FetchModel(poll_interval_s=2.0, delta_install_mb_per_s=250.0)
+    assert object_storage_worker_s(link, 0.1, 1.0, decoding) == pytest.approx(
+        1 + 0.2 + wire_s + 4  # a delta (payload < snapshot) installs at its own rate
+    )
+    assert object_storage_worker_s(link, 1.0, 1.0, decoding) == pytest.approx(
+        1 + 0.2 + 10 * wire_s + 2
+    )
 
 
 def test_a_uniform_fleet_is_the_uniform_formula() -> None:

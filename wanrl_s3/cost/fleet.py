@@ -13,9 +13,11 @@ One worker's time through object storage (:func:`object_storage_worker_s`):
     poll delay (half the poll interval, on average)
     + round trips in sequence (the LATEST poll that sees it, the listing that
       checks it is whole, its manifest, the payload GET) x the worker's RTT
-    + the bytes it downloads over its downlink
+    + the bytes it downloads over its downlink, at TCP's goodput (1448 data
+      bytes per 1514 on the wire: :data:`GOODPUT_SHARE`)
     + verify, decode and install, which touch the whole snapshot even for a
       delta (every tensor is hashed and the file rewritten), at its install rate
+      (a delta's own rate where one was measured: it decodes as well)
 
 Through a peer chain (:func:`chain_worker_times_s`), chunk by chunk,
 store-and-forward: a hop starts sending chunk j once it holds j and has finished
@@ -46,6 +48,9 @@ from .topology import MB_PER_GB, chain_count, transfer_s
 FETCH_ROUND_TRIPS = 4
 #: Verify (BLAKE3), decode and write the snapshot, MB/s, when nothing was measured.
 DEFAULT_INSTALL_MB_PER_S = 500.0
+#: Payload bytes per byte on the wire for TCP over Ethernet-sized packets (1448 of 1514):
+#: a link sold at R Mbit/s delivers about 0.956 R of data.
+GOODPUT_SHARE = 1448 / 1514
 
 
 @dataclass(frozen=True)
@@ -100,16 +105,28 @@ class FetchModel:
     poll_interval_s: float = 10.0
     round_trips: int = FETCH_ROUND_TRIPS
     install_mb_per_s: float = DEFAULT_INSTALL_MB_PER_S
+    delta_install_mb_per_s: float | None = None  # decoding a delta too; None: the same
+    goodput_share: float = GOODPUT_SHARE
 
     def __post_init__(self) -> None:
         require_positive("poll_interval_s", self.poll_interval_s)
         require_int("round_trips", self.round_trips, minimum=0)
         require_positive("install_mb_per_s", self.install_mb_per_s)
+        if self.delta_install_mb_per_s is not None:
+            require_positive("delta_install_mb_per_s", self.delta_install_mb_per_s)
+        if not 0.0 < self.goodput_share <= 1.0:
+            raise UsageError(f"goodput_share must be in (0, 1], got {self.goodput_share!r}")
 
-    def install_s(self, link: WorkerLink, snapshot_gb: float) -> float:
+    def install_s(self, link: WorkerLink, snapshot_gb: float, delta: bool = False) -> float:
         """Verify, decode and write the whole snapshot on ``link``'s host."""
         rate = link.install_mb_per_s or self.install_mb_per_s
+        if delta and self.delta_install_mb_per_s is not None and link.install_mb_per_s is None:
+            rate = self.delta_install_mb_per_s
         return snapshot_gb * MB_PER_GB / rate
+
+    def wire_s(self, payload_gb: float, rate_mbps: float) -> float:
+        """Seconds to move ``payload_gb`` of data over a link sold at ``rate_mbps``."""
+        return transfer_s(payload_gb, rate_mbps * self.goodput_share)
 
 
 def quantile_index(workers: int, fraction: float) -> int:
@@ -136,8 +153,8 @@ def object_storage_worker_s(
     return (
         fetch.poll_interval_s / 2.0
         + fetch.round_trips * link.rtt_s
-        + transfer_s(payload_gb, link.downlink_mbps)
-        + fetch.install_s(link, snapshot_gb)
+        + fetch.wire_s(payload_gb, link.downlink_mbps)
+        + fetch.install_s(link, snapshot_gb, delta=payload_gb < snapshot_gb)
     )
 
 
@@ -165,8 +182,8 @@ def star_fleet_s(
     share_mbps = uplink_mbps / len(fleet)
     times = [
         w.rtt_s
-        + transfer_s(payload_gb, min(w.downlink_mbps, share_mbps))
-        + fetch.install_s(w, snapshot_gb)
+        + fetch.wire_s(payload_gb, min(w.downlink_mbps, share_mbps))
+        + fetch.install_s(w, snapshot_gb, delta=payload_gb < snapshot_gb)
         for w in fleet.workers
     ]
     return at_fraction_s(times, fraction)
@@ -205,7 +222,7 @@ def chunk_sizes_gb(payload_gb: float, chunk_mb: float) -> list[float]:
 def _hop_arrivals_s(
     ready_s: list[float], sizes_gb: list[float], rate_mbps: float, latency_s: float
 ) -> list[float]:
-    """When each chunk has fully arrived after one store-and-forward hop."""
+    """When each chunk has fully arrived after one store-and-forward hop (rate: goodput)."""
     free_s, arrived = 0.0, []
     for ready, size in zip(ready_s, sizes_gb, strict=True):
         start = max(ready, free_s)
@@ -235,9 +252,10 @@ def chain_worker_times_s(
         send_mbps, send_rtt_s = uplink_mbps / k, trainer_rtt_ms / 1000.0
         for index in chain:
             w = fleet.workers[index]
-            rate = min(send_mbps, w.downlink_mbps)
+            rate = min(send_mbps, w.downlink_mbps) * fetch.goodput_share
             ready = _hop_arrivals_s(ready, sizes, rate, (send_rtt_s + w.rtt_s) / 2.0)
-            times[index] = ready[-1] + fetch.install_s(w, snapshot_gb)
+            delta = payload_gb < snapshot_gb
+            times[index] = ready[-1] + fetch.install_s(w, snapshot_gb, delta)
             send_mbps, send_rtt_s = w.uplink_mbps, w.rtt_s
     return times
 

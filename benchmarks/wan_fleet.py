@@ -1,0 +1,367 @@
+"""A fleet on emulated WAN links: measured T_bcast beside the planner's, buckets and a peer chain.
+
+    .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 4]
+        [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2] [--json]
+
+Root and iproute2 only. Every rollout host is its own network namespace joined to
+this one by a veth pair with a tbf each way (its downlink and its uplink); its
+round trip is a user-space delay line in this namespace (no netem on this kernel,
+see benchmarks/wan.py). Rates and round trips are drawn from --seed: downlinks
+log-uniform in --down-mbit (times --rate-scale), uplinks 0.5-1x the downlink,
+round trips uniform in --rtt-ms. Everything is removed on exit, failure included.
+
+    root namespace: moto S3 on 127.0.0.1, the trainer, delay lines
+       |  10.1xx.<i>.1 ==veth, tbf down==> 10.1xx.<i>.2   namespace wfl-<pid>-<i>:
+       |               <==veth, tbf up====                 `wanrl-s3 worker`, a chain relay
+
+Object storage: a `wanrl-s3 worker` per host; the trainer publishes a keyframe, then
+--deltas deltas every --cadence-s; T_bcast at 90% and the tail per version come from
+the workers' status objects (wanrl_s3.fleet_report, as `wanrl-s3 status`), measured
+from each manifest's commit.
+
+Peer chain (a baseline, not a product feature): the same hosts relay the same payload
+bytes chunk by chunk, store-and-forward (benchmarks/wan_fleet_relay.py), in --chains
+chains dealt as the planner deals them; a hop from host a to host b crosses a's uplink,
+a delay line of (rtt_a + rtt_b) / 2 each way and b's downlink. Measured from the
+trainer's first byte. The trainer's own uplink is not shaped (each head gets its
+downlink), and the planner is told so.
+
+Beside each measurement, the planner's prediction (wanrl_s3.cost) for the same fleet
+file (--fleet-out), with the install rates (full, and delta from the keyframe) measured by
+`wanrl-s3 pull` on loopback. The CPU idle share per phase, and a run at --rate-scale 0.5,
+show whether the machine or the links set the pace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wan_fleet_net import (  # benchmarks/ is on sys.path[0]
+    Children,
+    Host,
+    cpu_times,
+    delay_line,
+    draw_links,
+    idle_share,
+    namespaces,
+    wait,
+)
+from wan_fleet_relay import send_version
+
+from wanrl_s3 import PublishConfig, Publisher, Subscriber, fleet_report, open_store, read_statuses
+from wanrl_s3.cost import (
+    FetchModel,
+    FleetLinks,
+    at_fraction_s,
+    chain_layout,
+    chain_worker_times_s,
+    fleet_to_csv,
+    object_storage_fleet_s,
+    parse_fleet,
+)
+from wanrl_s3.testing import local_s3, make_bucket, nudge_state, random_bf16_state, worker_command
+
+RELAY = Path(__file__).resolve().parent / "wan_fleet_relay.py"
+RELAY_PORT = 7070
+CHUNK_BYTES = 1 << 20
+URL = "s3://fleet/run"
+
+
+@dataclass(frozen=True)
+class Row:
+    topology: str  # object_storage | peer_chain
+    kind: str  # full | delta
+    measured_t_bcast_s: float
+    predicted_t_bcast_s: float
+    tail_s: float | None
+    versions: list[dict]
+    cpu_idle_share: float
+    breakdown: dict | None = None  # object storage: medians over workers of each step
+
+    def to_dict(self) -> dict:
+        ratio = self.predicted_t_bcast_s / self.measured_t_bcast_s
+        return {**self.__dict__, "ratio": round(ratio, 3)}
+
+
+# -- object storage ----------------------------------------------------------------------
+def policy(mib: float, seed: int) -> dict[str, np.ndarray]:
+    """A bf16 state of about ``mib`` MiB in eight tensors."""
+    n = int(mib * 2**20 / 2 / 8)
+    return random_bf16_state([(f"layer.{i}.weight", (n,)) for i in range(8)], seed=seed)
+
+
+def calibrate_install_mb_per_s(endpoint: str, raw: int, deltas: int, work: Path) -> Install:
+    """This machine's install rates, full and delta (v2 from v1): loopback pulls' seconds
+    less their download's, best of two (no link in the way)."""
+    base = [sys.executable, "-m", "wanrl_s3.cli", "pull", "--store", URL, "--endpoint-url"]
+    held = work / "calib.v1.safetensors"
+
+    def rate(version: int, out: Path, *extra: str) -> float:
+        argv = [*base, endpoint, "--version", str(version), "--json", "--out", str(out), *extra]
+        runs = [json.loads(subprocess.check_output(argv, text=True)) for _ in range(2)]
+        return raw / 1e6 / min(r["seconds"] - r["download_s"] for r in runs)
+
+    full = rate(1, held)
+    delta = rate(2, work / "calib.v2.safetensors", "--have", str(held)) if deltas else full
+    return Install(full, delta)
+
+
+@dataclass(frozen=True)
+class Install:
+    full_mb_per_s: float
+    delta_mb_per_s: float
+
+
+def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, port: int, args, work):
+    procs = []
+    for host, link in zip(hosts, fleet.workers, strict=True):
+        far = delay_line(kids, host.host_ip, ("127.0.0.1", port), link.rtt_s / 2)
+        argv = worker_command(
+            URL, far, str(work / link.name), link.name, args.poll_interval_s,
+            "--concurrency", "4",
+        )  # fmt: skip
+        log = (work / f"{link.name}.log").open("w")
+        procs.append(kids.start(host.argv(*argv), stderr=log, stdout=log))
+    return procs
+
+
+def object_storage_phase(args, fleet: FleetLinks, hosts: list[Host], endpoint: str, work: Path):
+    """Workers, a keyframe, deltas at a cadence; the fleet report, per version."""
+    store = open_store(URL, endpoint_url=endpoint)
+    kids = Children()
+    port = int(endpoint.rsplit(":", 1)[1])
+    state = policy(args.mib, args.seed)
+    publisher = Publisher(store, PublishConfig(delta="always", keyframe_every=1000))
+    try:
+        start_workers(kids, hosts, fleet, port, args, work)
+        names = {w.name for w in fleet.workers}
+        wait(lambda: names <= {s.worker_id for s in read_statuses(store)}, 120, "the workers")
+        cpu = cpu_times()
+        results = [publisher.publish(state, 1)]
+        reached = lambda v: all(s.installed_version == v for s in read_statuses(store))  # noqa: E731
+        wait(lambda: reached(1), 600, "the keyframe")
+        for v in range(2, 2 + args.deltas):
+            time.sleep(args.cadence_s)
+            state = nudge_state(state, args.density / 100, seed=v)
+            results.append(publisher.publish(state, v))
+        wait(lambda: reached(1 + args.deltas), 600, "the last delta")
+        idle = idle_share(cpu)
+    finally:
+        kids.stop()
+    with Subscriber(store) as sub:
+        published = {r.version: sub.manifest(r.version).created_at_s for r in results}
+    statuses = read_statuses(store)
+    report = fleet_report(statuses, published, max(published), args.fraction)
+    return results, report, idle, statuses
+
+
+STEPS = {
+    "seen_s": lambda i: i["seen_at_s"] - i["published_at_s"],
+    "seen_to_ready_s": lambda i: i["ready_at_s"] - i["seen_at_s"],
+    "download_s": lambda i: i["download_s"],
+    "verify_s": lambda i: i["verify_s"],
+    "apply_s": lambda i: i["apply_s"],
+}
+
+
+def breakdown(statuses, versions: set[int]) -> dict[str, float]:
+    """Median over the workers' installs of ``versions`` of each step the model adds up."""
+    installs = [i for s in statuses for i in s.installs if i["version"] in versions]
+    return {k: round(statistics.median(f(i) for i in installs), 3) for k, f in STEPS.items()}
+
+
+# -- peer chain ------------------------------------------------------------------------------
+def chain_hops(kids: Children, hosts: list[Host], fleet: FleetLinks, layout, raw: int, work: Path):
+    """Relays in every host, delay lines between them; each chain head's endpoint, the relays."""
+    heads, relays = [], {}
+    for chain in layout:
+        nxt = "-"
+        for pos in reversed(range(len(chain))):
+            i = chain[pos]
+            host, link = hosts[i], fleet.workers[i]
+            argv = [sys.executable, str(RELAY), host.far_ip, str(RELAY_PORT), nxt]
+            argv += [str(raw), str(work / f"{link.name}.chain")]
+            proc = relays[i] = kids.start(host.argv(*argv), stdout=subprocess.PIPE)
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            before_rtt = fleet.workers[chain[pos - 1]].rtt_s if pos else 0.0
+            listen = hosts[chain[pos - 1]].host_ip if pos else "127.0.0.1"
+            one_way = (before_rtt + link.rtt_s) / 2
+            nxt = delay_line(kids, listen, (host.far_ip, RELAY_PORT), one_way).split("//")[-1]
+        heads.append(nxt)
+    return heads, relays
+
+
+def chain_phase(args, fleet: FleetLinks, hosts: list[Host], payloads: dict[str, int], raw, work):
+    kids = Children()
+    out = {}
+    try:
+        heads, relays = chain_hops(kids, hosts, fleet, chain_layout(fleet, args.chains), raw, work)
+        for kind, nbytes in payloads.items():
+            cpu = cpu_times()
+            payload = os.urandom(nbytes)
+            start = time.time()
+            senders = [
+                threading.Thread(target=send_version, args=(h, payload, CHUNK_BYTES)) for h in heads
+            ]
+            for t in senders:
+                t.start()
+            for t in senders:
+                t.join()
+            done = {i: json.loads(p.stdout.readline()) for i, p in relays.items()}
+            installed = [done[i]["installed_at_s"] - start for i in range(len(fleet))]
+            out[kind] = (installed, idle_share(cpu))
+    finally:
+        kids.stop()
+    return out
+
+
+# -- prediction and report ----------------------------------------------------------------
+def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int):
+    fetch = FetchModel(
+        args.poll_interval_s,
+        install_mb_per_s=install.full_mb_per_s,
+        delta_install_mb_per_s=install.delta_mb_per_s,
+    )
+    bucket = object_storage_fleet_s(fleet, payload_bytes / 1e9, raw / 1e9, fetch, args.fraction)
+    b0 = args.chains * max(w.downlink_mbps for w in fleet.workers) * 2  # unshaped trainer
+    times = chain_worker_times_s(
+        fleet, payload_bytes / 1e9, raw / 1e9, b0, fetch, CHUNK_BYTES / 1e6, args.chains
+    )
+    return bucket, at_fraction_s(times, args.fraction)
+
+
+def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
+    results, report, bucket_idle, statuses = bucket
+    raw = results[0].raw_bytes
+    spreads = {v.version: v for v in report.versions}
+    rows = []
+    for kind, chosen in (("full", results[:1]), ("delta", results[1:])):
+        if not chosen:  # --deltas 0
+            continue
+        measured = [spreads[r.version].t_bcast_s for r in chosen]
+        tails = [spreads[r.version].tail_s for r in chosen]
+        stored = int(statistics.mean(r.stored_bytes for r in chosen))
+        bucket, chained = predict(args, fleet, install, stored, raw)
+        versions = [
+            {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
+            for r, t, tail in zip(chosen, measured, tails, strict=True)
+        ]
+        rows.append(
+            Row("object_storage", kind, statistics.mean(measured), bucket,
+                statistics.mean(tails) if None not in tails else None, versions, bucket_idle,
+                breakdown(statuses, {r.version for r in chosen}))
+        )  # fmt: skip
+        installed, idle = chain[kind]
+        t90 = at_fraction_s(installed, args.fraction)
+        tail = max(installed) - t90
+        rows.append(Row("peer_chain", kind, t90, chained, tail, [{"stored_bytes": stored}], idle))
+    return rows
+
+
+def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> None:
+    print(
+        f"{len(fleet)} hosts, seed {args.seed}: downlinks {args.down_mbit[0]:g}-"
+        f"{args.down_mbit[1]:g} Mbit/s x {args.rate_scale:g}, round trips {args.rtt_ms[0]:g}-"
+        f"{args.rtt_ms[1]:g} ms; {args.mib:g} MiB keyframe, {args.deltas} deltas at "
+        f"{args.density:g}%; poll {args.poll_interval_s:g} s; install {install.full_mb_per_s:.0f} "
+        f"MB/s full, {install.delta_mb_per_s:.0f} delta "
+        f"(loopback pull); T_bcast at {args.fraction:.0%}"
+    )
+    print(f"{'host':<8} {'down':>6} {'up':>6} {'rtt ms':>7}")
+    for w in fleet.workers:
+        print(f"{w.name:<8} {w.downlink_mbps:>6g} {w.uplink_mbps:>6g} {w.rtt_ms:>7g}")
+    print(
+        f"{'topology':<15} {'kind':<6} {'MB':>6} {'measured s':>11} {'predicted s':>12} "
+        f"{'pred/meas':>9} {'tail s':>7} {'CPU idle':>9}"
+    )
+    for r in rows:
+        mb = r.versions[0]["stored_bytes"] / 1e6
+        tail = "-" if r.tail_s is None else f"{r.tail_s:.2f}"
+        print(
+            f"{r.topology:<15} {r.kind:<6} {mb:>6.2f} {r.measured_t_bcast_s:>11.2f} "
+            f"{r.predicted_t_bcast_s:>12.2f} {r.predicted_t_bcast_s / r.measured_t_bcast_s:>9.2f} "
+            f"{tail:>7} {r.cpu_idle_share:>9.0%}"
+        )
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--mib", type=float, default=16.0, help="keyframe size (default 16 MiB)")
+    ap.add_argument("--deltas", type=int, default=4)
+    ap.add_argument("--density", type=float, default=1.0, help="delta density %% (default 1)")
+    ap.add_argument("--cadence-s", type=float, default=6.0, help="between deltas (default 6)")
+    ap.add_argument("--poll-interval-s", type=float, default=0.5)
+    ap.add_argument("--down-mbit", type=float, nargs=2, default=(10.0, 100.0))
+    ap.add_argument("--rtt-ms", type=float, nargs=2, default=(10.0, 200.0))
+    ap.add_argument("--rate-scale", type=float, default=1.0, help="all rates x this (0.5: half)")
+    ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--fraction", type=float, default=0.9)
+    ap.add_argument("--fleet-out", type=Path, default=None, help="write the fleet file here")
+    ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    args = ap.parse_args()
+    if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
+        raise SystemExit("benchmarks/wan_fleet.py needs root and iproute2 (ip, tc)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # clean up the namespaces too
+    fleet = parse_fleet(fleet_to_csv(draw_links(args)), "fleet.csv")  # as the planner reads it
+    if args.fleet_out:
+        args.fleet_out.write_text(fleet_to_csv(fleet))
+    work = Path(tempfile.mkdtemp(prefix="wanrl-wan-fleet-"))
+    try:
+        with local_s3() as endpoint, namespaces(fleet) as hosts:
+            make_bucket(endpoint, "fleet")
+            bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
+            results = bucket[0]
+            raw = results[0].raw_bytes
+            install = calibrate_install_mb_per_s(endpoint, raw, args.deltas, work)
+            payloads = {"full": results[0].stored_bytes}
+            if args.deltas:
+                payloads["delta"] = results[-1].stored_bytes
+            chain = chain_phase(args, fleet, hosts, payloads, raw, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = rows_for(args, fleet, install, bucket, chain)
+    if args.json:
+        print(json.dumps(to_json(args, fleet, install, rows), indent=1))
+    else:
+        print_table(args, fleet, install, rows)
+
+
+def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
+    return {
+        "fleet_size": len(fleet),
+        "seed": args.seed,
+        "fraction": args.fraction,
+        "poll_interval_s": args.poll_interval_s,
+        "install_mb_per_s": {
+            "full": round(install.full_mb_per_s),
+            "delta": round(install.delta_mb_per_s),
+        },
+        "links": [w.__dict__ for w in fleet.workers],
+        "results": [r.to_dict() for r in rows],
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The network of benchmarks/wan_fleet.py: seeded links, shaped namespaces, delay lines, CPU.
+
+Run as a script it is one delay line (benchmarks/wan.py's DelayLine) in its own
+process: ``LISTEN_IP TARGET_IP TARGET_PORT ONE_WAY_S``; it prints its endpoint and
+serves until its stdin closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wan import DelayLine  # benchmarks/ is on sys.path[0]
+
+HERE = Path(__file__).resolve()
+
+
+# -- links ------------------------------------------------------------------------------
+def draw_links(args: argparse.Namespace):
+    """The seeded heterogeneous fleet, as the planner's FleetLinks."""
+    from wanrl_s3.cost import FleetLinks, WorkerLink
+
+    rng = random.Random(args.seed)
+    lo, hi = args.down_mbit
+    rows = []
+    for i in range(args.hosts):
+        down = round(lo * (hi / lo) ** rng.random() * args.rate_scale, 1)
+        up = round(down * rng.uniform(0.5, 1.0), 1)
+        rtt = round(rng.uniform(*args.rtt_ms), 1)
+        rows.append(WorkerLink(f"host-{i}", down, up, rtt, "bench"))
+    return FleetLinks(tuple(rows))
+
+
+def _sh(*argv: str) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(argv)}: {done.stderr.strip()}")
+
+
+def _tbf(dev: str, mbit: float, ns: str | None = None) -> None:
+    burst = max(16 * 1024, int(mbit * 1e6 / 8 / 250))  # 4 ms of traffic
+    pre = ["ip", "netns", "exec", ns] if ns else []
+    _sh(*pre, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
+        "burst", str(burst), "latency", "100ms")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Host:
+    index: int
+    ns: str
+    here: str  # root end of the veth (its tbf is the host's downlink)
+    host_ip: str
+    far_ip: str
+
+    def argv(self, *argv: str) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *argv]
+
+
+@contextlib.contextmanager
+def namespaces(fleet) -> Iterator[list[Host]]:
+    """One namespace per host, shaped each way; all removed on the way out."""
+    pid, made = os.getpid(), []
+    try:
+        for i, link in enumerate(fleet.workers):
+            ns, here, there = f"wfl-{pid}-{i}", f"wf{i}h{pid}"[:15], f"wf{i}f{pid}"[:15]
+            net = f"10.{100 + pid % 100}.{i + 1}"  # two runs at once do not collide
+            host = Host(i, ns, here, f"{net}.1", f"{net}.2")
+            _sh("ip", "netns", "add", ns)
+            made.append(host)
+            _sh("ip", "link", "add", here, "type", "veth", "peer", "name", there)
+            _sh("ip", "link", "set", there, "netns", ns)
+            _sh("ip", "addr", "add", f"{host.host_ip}/30", "dev", here)
+            _sh("ip", "link", "set", here, "up")
+            _tbf(here, link.downlink_mbps)
+            for cmd in (
+                ("ip", "addr", "add", f"{host.far_ip}/30", "dev", there),
+                ("ip", "link", "set", there, "up"),
+                ("ip", "link", "set", "lo", "up"),
+            ):
+                _sh(*host.argv(*cmd))
+            _tbf(there, link.uplink_mbps, ns)
+        yield made
+    finally:
+        for host in made:
+            subprocess.run(["ip", "netns", "del", host.ns], capture_output=True)
+            subprocess.run(["ip", "link", "del", host.here], capture_output=True)
+
+
+# -- helper processes --------------------------------------------------------------------
+class Children:
+    """Processes this run started, stopped (SIGTERM, then SIGKILL) on the way out."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, argv: list[str], **kw) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(argv, text=True, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self, procs: list[subprocess.Popen[str]] | None = None) -> None:
+        for p in procs or self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs or self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+def delay_line(kids: Children, listen_ip: str, target: tuple[str, int], one_way_s: float) -> str:
+    """A delay line in its own process (two cores: one GIL must not carry every byte)."""
+    argv = [sys.executable, str(HERE), listen_ip, target[0], str(target[1])]
+    proc = kids.start([*argv, repr(one_way_s)], stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+    assert proc.stdout is not None
+    return proc.stdout.readline().strip()
+
+
+def _serve_delay(listen_ip: str, target_ip: str, port: str, one_way_s: str) -> None:
+    line = DelayLine(listen_ip, int(port), float(one_way_s), target_ip)
+    print(line.endpoint, flush=True)
+    sys.stdin.read()  # until the parent goes
+
+
+# -- CPU -----------------------------------------------------------------------------------
+def cpu_times() -> tuple[float, float]:
+    fields = [float(x) for x in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    return fields[3] + fields[4], sum(fields)  # idle + iowait, all
+
+
+def idle_share(before: tuple[float, float]) -> float:
+    idle, total = cpu_times()
+    return (idle - before[0]) / max(1.0, total - before[1])
+
+
+def wait(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+if __name__ == "__main__":  # a delay line's own process: LISTEN_IP TARGET_IP PORT ONE_WAY_S
+    _serve_delay(*sys.argv[1:5])
