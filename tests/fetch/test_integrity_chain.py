@@ -71,3 +71,11 @@ def test_a_delta_made_for_another_base_is_refused() -> None:
         ours.put_bytes(info.key, theirs.get_bytes(info.key))
     with Subscriber(ours) as sub, pytest.raises(ManifestError, match="is not the one"):
         sub.fetch(2)
+
+
+def test_the_newest_version_asked_for_by_number_is_pinned_too() -> None:
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    _run(store, seed=3)
+    _edit_manifest(store, 3, lambda d: d["tensors"][0].update(shape=[64, 64]))
+    with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
+        sub.fetch(3)

@@ -259,6 +259,11 @@ class Subscriber:
         return self.missing(version, have_version) is None
 
     def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
+        if version is not None and version != "latest":
+            # A version asked for by number is pinned too when LATEST names it (the newest
+            # is the one worth editing). LATEST's own failures are not this fetch's.
+            with contextlib.suppress(WanrlError):
+                self.latest()
         target = self.manifest(self.resolve(version))
         self._prefetch_chain(target)
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
