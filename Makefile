@@ -13,7 +13,7 @@ PIP    := $(BIN)/pip install -q --disable-pip-version-check
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: demo test test-slow bench lint format venv clean
+.PHONY: demo test test-slow bench bench-wan bench-faults lint format venv clean
 
 venv: $(FULL)
 
@@ -41,6 +41,13 @@ test-slow: $(FULL)
 
 bench: $(FULL)
 	$(BIN)/python benchmarks/run_all.py
+
+bench-wan: $(FULL)
+	$(BIN)/python benchmarks/wan_fleet.py --fleet-out fleet-bench.csv
+	$(BIN)/python benchmarks/wan_fleet.py --rate-scale 0.5
+
+bench-faults: $(FULL)
+	$(BIN)/python benchmarks/faults.py
 
 lint: $(FULL)
 	$(BIN)/ruff check .
