@@ -5,10 +5,8 @@ refuses a damaged body (400 BadDigest) and the upload is sent again; one that
 only echoes its own checksum is caught by comparing it with ours. moto checks
 neither, so the proxy in ``checksum_gate`` damages the body and plays S3's part.
 
-Not covered, because no fix here can cover it: a service that stores a damaged
-manifest *and* does not validate checksums (only echoes its own) leaves that
-version claimed with a manifest no reader accepts; the resend is refused by
-If-None-Match. S3, R2 and MinIO validate, so the body never lands there.
+A service that validates nothing at all (moto) is covered by the ETag check:
+tests/store/test_upload_etag.py.
 """
 
 from __future__ import annotations
