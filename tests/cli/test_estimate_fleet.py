@@ -59,10 +59,20 @@ def test_fleet_flags_refuse_what_contradicts_them(
 
 def status(worker_id: str, updated_at_s: float, rtt_s: float | None, mb: float) -> bytes:
     done = InstallResult(
-        1, 1, (1,), int(mb * 1e6), 0.0, 0.1, 1.0, 1.2, 2.0 + rtt_s if rtt_s else 2.0, 0.01, 0.01
+        version=1,
+        tensors=1,
+        path=(1,),
+        downloaded_bytes=int(mb * 1e6),
+        published_at_s=0.0,
+        seen_at_s=0.1,
+        ready_at_s=1.0,
+        installed_at_s=1.2,
+        download_s=2.0 + rtt_s if rtt_s else 2.0,
+        verify_s=0.01,
+        apply_s=0.01,
     )
     return WorkerStatus(
-        worker_id,
+        worker_id=worker_id,
         region="eu",
         installed_version=1,
         installs=(done.to_dict(),),

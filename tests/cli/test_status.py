@@ -25,12 +25,14 @@ def status_object(worker_id: str, updated_at_s: float, version: int | None, publ
     if version is not None:
         installs = (
             InstallResult(
-                version, 1, (version,), 10, published_s, published_s + 0.2, published_s + 1.0,
-                published_s + 1.5, 0.5, 0.1, 0.1,
+                version=version, tensors=1, path=(version,), downloaded_bytes=10,
+                published_at_s=published_s, seen_at_s=published_s + 0.2,
+                ready_at_s=published_s + 1.0, installed_at_s=published_s + 1.5,
+                download_s=0.5, verify_s=0.1, apply_s=0.1,
             ).to_dict(),
         )  # fmt: skip
     return WorkerStatus(
-        worker_id,
+        worker_id=worker_id,
         installed_version=version,
         installs=installs,
         started_at_s=published_s - 100,

@@ -73,7 +73,11 @@ def test_a_corrupt_payload_shows_in_the_status_and_clears_on_the_next_install(
         state = nudge(state, 3)
         Publisher(store, PublishConfig(delta="never")).publish(state, 3)  # a good keyframe
         wait_for(lambda: version_in(out) == 3)
-        wait_for(lambda: (status_of(store, "w-corrupt") or WorkerStatus("")).installed_version == 3)
+        wait_for(
+            lambda: (
+                (status_of(store, "w-corrupt") or WorkerStatus(worker_id="")).installed_version == 3
+            )
+        )
     finally:
         log = stop(w)
     status = status_of(store, "w-corrupt")

@@ -51,7 +51,7 @@ def put(store: ObjectStore, worker_id: str, **fields: Any) -> None:
     fields.setdefault("started_at_s", T0)
     fields.setdefault("updated_at_s", T0)
     store.put_bytes(
-        layout.worker_status_key(worker_id), WorkerStatus(worker_id, **fields).to_json()
+        layout.worker_status_key(worker_id), WorkerStatus(worker_id=worker_id, **fields).to_json()
     )
 
 

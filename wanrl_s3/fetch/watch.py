@@ -120,7 +120,7 @@ def describe_source(path: tuple[int, ...], downloaded_bytes: int) -> str:
     return f"downloaded {downloaded_bytes / MiB:,.1f} MiB ({payload} of {versions})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InstallResult:
     """What one install did, with the times that make up dissemination as this worker saw it."""
 
@@ -347,17 +347,17 @@ class Watcher:
             self._state.installed, self._state.installing = snap, None
         published = snap.manifest.created_at_s if snap.manifest else ready.seen_at_s
         return InstallResult(
-            snap.version,
-            len(snap.tensors),
-            snap.path,
-            snap.downloaded_bytes,
-            published,
-            ready.seen_at_s,
-            ready.ready_at_s,
-            done,
-            snap.download_s,
-            snap.verify_s,
-            done - start,
+            version=snap.version,
+            tensors=len(snap.tensors),
+            path=snap.path,
+            downloaded_bytes=snap.downloaded_bytes,
+            published_at_s=published,
+            seen_at_s=ready.seen_at_s,
+            ready_at_s=ready.ready_at_s,
+            installed_at_s=done,
+            download_s=snap.download_s,
+            verify_s=snap.verify_s,
+            apply_s=done - start,
         )
 
     # -- polling --------------------------------------------------------------------

@@ -42,7 +42,7 @@ FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this o
 HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast.py)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkerStatus:
     worker_id: str
     region: str = ""
@@ -163,7 +163,7 @@ class StatusReporter:
     ) -> None:
         self.store = store
         self.key = layout.worker_status_key(worker_id)  # checks the id
-        self.status = WorkerStatus(worker_id, region)
+        self.status = WorkerStatus(worker_id=worker_id, region=region)
         self.failure_interval_s = require_non_negative("failure_interval_s", failure_interval_s)
         self._monotonic = monotonic
         self.heartbeat_s = require_non_negative("heartbeat_s", heartbeat_s)
