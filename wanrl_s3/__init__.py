@@ -48,6 +48,7 @@ _LAZY: dict[str, str] = {
     "Watcher": ".fetch.watch",
     "NodeShare": ".fetch.node_share",
     "load_snapshot": ".fetch.files",
+    "local_snapshot": ".fetch.files",
     "pull_to_file": ".fetch.files",
     # stores and regions
     "ObjectStore": ".store",
@@ -89,7 +90,7 @@ _LAZY: dict[str, str] = {
 if TYPE_CHECKING:
     from .cost.plan import Plan, PlanInputs, estimate
     from .cost.prices import load_prices
-    from .fetch.files import load_snapshot, pull_to_file
+    from .fetch.files import load_snapshot, local_snapshot, pull_to_file
     from .fetch.node_share import NodeShare
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
@@ -175,6 +176,7 @@ __all__ = [
     "load_prices",
     "load_regions",
     "load_snapshot",
+    "local_snapshot",
     "open_store",
     "pull_to_file",
     "read_statuses",

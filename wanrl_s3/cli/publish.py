@@ -9,9 +9,11 @@ the rest.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..errors import UsageError, VerificationError
-from ..fetch.files import load_snapshot
+from ..fetch.files import local_snapshot
+from ..fetch.subscriber import Subscriber
 from ..format.signing import Signer
 from ..io.safetensors_file import iter_source, read_source
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher
@@ -126,7 +128,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _resume(publisher: Publisher, base_path: str | None) -> None:
     """Continue from the store's newest version (verified), so a delta can go out."""
-    base = load_snapshot(base_path) if base_path else None
+    base = None
+    if base_path:
+        with Subscriber(publisher.store) as sub:
+            base = local_snapshot(base_path, sub)
+        if base is None:
+            print(
+                f"--base {base_path} holds no published version: downloading the newest one",
+                file=sys.stderr,
+            )
     try:
         resume(publisher, base=base)
     except UsageError as exc:

@@ -12,7 +12,8 @@ import sys
 import time
 
 from ..errors import UsageError
-from ..fetch.files import load_snapshot, pull_to_file
+from ..fetch.files import local_snapshot, pull_to_file
+from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
 from .common import (
     add_region_arg,
@@ -64,12 +65,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def run(args: argparse.Namespace) -> int:
     if args.region and not args.regions:
         raise UsageError("--region picks one region of --regions FILE; give --regions too")
-    have = load_snapshot(args.have) if args.have else None
     store, _, choice = store_to_read(args)
     if choice is not None:
         print(f"reading from region {choice.region} ({store.url})", file=sys.stderr)
     start = time.monotonic()
     with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
+        have = _have(sub, args.have)
         version = sub.resolve(args.version)
         have_version = None if have is None else have.version
         if choice is not None and not sub.is_visible(version, have_version):
@@ -110,3 +111,13 @@ def run(args: argparse.Namespace) -> int:
             f"({summary['mb_per_s']} MB/s), every tensor verified"
         )
     return 0
+
+
+def _have(sub: Subscriber, path: str | None) -> Snapshot | None:
+    """``--have FILE`` as the version it holds; a file of no published version pulls in full."""
+    if not path:
+        return None
+    have = local_snapshot(path, sub)
+    if have is None:
+        print(f"{path} holds no published version: pulling in full", file=sys.stderr)
+    return have

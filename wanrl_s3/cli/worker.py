@@ -39,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import StoreError, UsageError, WanrlError
-from ..fetch.files import RUN_ID_KEY, VERSION_KEY, load_snapshot
+from ..fetch.files import RUN_ID_KEY, VERSION_KEY, local_snapshot
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
@@ -141,7 +141,10 @@ def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
     if not path.exists():
         return None
     try:
-        snap = load_snapshot(path)
+        snap = local_snapshot(path, sub)  # a file of ours, or identified by its hashes
+        if snap is None:
+            log.info("%s holds no published version: starting from scratch", path)
+            return None
         sub.verify_local(snap)
         return snap
     except WanrlError as exc:

@@ -37,6 +37,24 @@ def load_snapshot(path: str | os.PathLike[str], *, copy_on_write: bool = False) 
     return Snapshot(layout.check_version(int(raw)), dict(f.items()))
 
 
+def local_snapshot(
+    path: str | os.PathLike[str], sub: Subscriber, *, copy_on_write: bool = False
+) -> Snapshot | None:
+    """A local .safetensors file as a Snapshot of the version it holds, or None.
+
+    A file written by :func:`pull_to_file` says its version; any other file (the
+    trainer's own checkpoint) is identified by its tensors' hashes against the
+    manifests (:meth:`Subscriber.identify`). None when it holds no published version.
+    """
+    f = SafetensorsFile(path, copy_on_write=copy_on_write)
+    raw = f.metadata.get(VERSION_KEY)
+    tensors = dict(f.items())
+    if raw is not None and raw.isdigit():
+        return Snapshot(layout.check_version(int(raw)), tensors)
+    version = sub.identify(tensors)
+    return None if version is None else Snapshot(version, tensors)
+
+
 def pull_to_file(
     sub: Subscriber,
     path: str | os.PathLike[str],

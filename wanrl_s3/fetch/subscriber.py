@@ -290,6 +290,28 @@ class Subscriber:
         with contextlib.suppress(WanrlError):
             self.manifest(version)
 
+    def identify(self, tensors: Mapping[str, np.ndarray]) -> int | None:
+        """The newest version whose tensors are exactly these, by name, dtype, shape and hash.
+
+        How a file the trainer wrote itself (no wanrl-s3 metadata) becomes a delta
+        base: its bytes are hashed once and compared with each retained manifest.
+        None when no version matches (the caller then pulls in full).
+        """
+        mine = {
+            name: (dtypes.of_numpy(a.dtype).name, tuple(a.shape), hashing.digest(_bytes(a)))
+            for name, a in tensors.items()
+        }
+        for version in reversed(self.versions()):
+            try:
+                m = self.manifest(version)
+            except WanrlError:
+                continue  # a damaged or foreign version: it cannot be this file
+            if set(m.by_name) == set(mine) and all(
+                mine[e.name] == (e.dtype, e.shape, e.hash) for e in m.tensors
+            ):
+                return version
+        return None
+
     def verify_local(self, snapshot: Snapshot) -> Manifest:
         """Check that a local copy holds exactly the published tensors of its version."""
         m = self.manifest(snapshot.version)
@@ -475,6 +497,10 @@ class Subscriber:
             )
         if stored is not None:
             decode_full(stored, dest, dtype=start.dtype)
+
+
+def _bytes(arr: np.ndarray) -> memoryview:
+    return byte_view(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
 
 
 def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> Iterator[ReadJob]:
