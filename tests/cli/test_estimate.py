@@ -134,13 +134,6 @@ def test_plot_writes_a_png(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_plot_to_an_unwritable_path_exits_2(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
-    code, _, err = run_cli(capsys, *POINT_8B, "--plot", str(tmp_path / "no" / "dir" / "p.png"))
-    assert code == 2 and "cannot write plot" in err
-
-
 def test_from_verl_config_names_the_command_that_replaced_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -197,3 +190,24 @@ def test_replica_regions_set_the_region_count(capsys: pytest.CaptureFixture[str]
     data = json.loads(out)
     assert code == 0 and data["inputs"]["regions"] == 3
     assert data["inputs"]["replica_regions"] == ["us-east-2", "us-west-2"]
+
+
+def test_a_plot_into_a_new_folder_is_written_and_the_table_always_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("matplotlib")
+    base = ["estimate", "--params", "8.2e9", "--t-train-s", "1500", "--batch", "2048"]
+    plot = tmp_path / "new" / "folder" / "sizing.png"
+    assert main([*base, "--plot", str(plot)]) == 0
+    assert plot.stat().st_size > 0 and "snapshot 16.4 GB" in capsys.readouterr().out
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main([*base, "--plot", str(blocker / "x.png")]) == 2
+    out, err = capsys.readouterr()
+    assert "snapshot 16.4 GB" in out and err.count("\n") == 1 and "cannot write plot" in err
+
+
+def test_a_small_model_is_not_a_zero_gigabyte_snapshot(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["estimate", "--params", "2e6", "--t-train-s", "10", "--batch", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "snapshot 4 MB" in out and "0.0 GB" not in out

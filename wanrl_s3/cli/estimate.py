@@ -212,15 +212,13 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     stale = stale_warning(prices, plan.price_entries, today or date.today())
     for warning in (*plan.warnings, *filter(None, [stale])):
         print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
-    written = None
+    if args.json:  # the table first: a plot that cannot be written must not lose it
+        print(json.dumps(plan.to_dict(), indent=2))
+    else:
+        print(render_text(plan, prices))
     if args.plot:
         from .estimate_plot import plot_plan
 
         written = plot_plan(plan, prices, args.plot)
-    if args.json:
-        print(json.dumps(plan.to_dict(), indent=2))
-    else:
-        print(render_text(plan, prices))
-    if written is not None:
         print(f"plot written to {written}", file=sys.stderr if args.json else sys.stdout)
     return 0

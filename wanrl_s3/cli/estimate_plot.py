@@ -55,6 +55,7 @@ def plot_plan(plan: Plan, prices: PriceBook, path: str | Path) -> Path:
     usd_ax.set_xlabel("fleet size (workers); o = sized fleet, x = gate fires")
     out = Path(path)
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, format="png", dpi=110)
     except OSError as exc:
         raise UsageError(f"cannot write plot {out}: {exc.strerror or exc}") from exc

@@ -41,13 +41,18 @@ def render_table(plan: Plan) -> str:
     return "\n".join([_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)])
 
 
+def _gb(gb: float) -> str:
+    """Decimal gigabytes to a person: megabytes below 1 GB (never '0.0 GB')."""
+    return f"{gb:.1f} GB" if gb >= 1 else f"{gb * 1000:.3g} MB"
+
+
 def _header(plan: Plan, prices: PriceBook) -> list[str]:
     i = plan.inputs
     provider = prices.provider(i.provider)
     source = "measured" if plan.t_bcast_source == "measured" else f"model: {plan.recommended}"
     region_word = "region" if i.regions == 1 else "regions"
     return [
-        f"snapshot {i.snapshot_gb:.1f} GB ({i.params:.3g} params x {i.bytes_per_param:g} B); "
+        f"snapshot {_gb(i.snapshot_gb)} ({i.params:.3g} params x {i.bytes_per_param:g} B); "
         f"delta {i.delta_gb:.2f} GB at density {i.density:.0%}",
         f"staleness S={i.staleness}, kappa={i.kappa}: window kappa*T_train = {i.window_s:.0f} s; "
         f"batch {i.batch} per step",
