@@ -67,6 +67,7 @@ COUNTERS = ("partial_installs", "forged_installs", "versions_lost", "stuck_worke
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
 MODEL_FILE = "model.safetensors"  # what `wanrl-s3 worker` keeps in --out-dir
 STUCK_BOUND_S = 30.0
+WORKER_EDITS = ("latest_far_ahead", "deep_json", "latest_edited", "latest_rollback")
 
 
 @functools.cache
@@ -274,6 +275,7 @@ class Campaign:
         self.stats: dict[str, KindStats] = {}
         self.findings: list[str] = []
         self.notes: list[str] = []
+        self.crashed: list[str] = []
         self.published: dict[tuple[str, int], set[str]] = {}  # (url, version) -> tensors digests
         self.kind = "setup"
         self.logs = self.path("logs/x").parent
@@ -423,7 +425,7 @@ class Campaign:
             self.kind = name
             url = self.new_store(f"cycles-{name}")
             model = make_model(self.nprng, 256 * 1024)
-            state = {"model": model, "served": 0, "next": 1}
+            state: dict[str, Any] = {"model": model, "served": 0, "next": 1}
             for _ in range(self.plan.cycles_per_fault):
                 method = self.rng.choice(methods)
                 key = self.rng.choice([k for k in keys if (method == "PUT") == (k in puts)])
@@ -473,7 +475,11 @@ class Campaign:
     def publisher_kills(self) -> None:
         self.kind = "publisher_kill"
         url = self.new_store("kills")
-        state = {"model": make_model(self.nprng, 1024 * 1024), "served": 0, "next": 1}
+        state: dict[str, Any] = {
+            "model": make_model(self.nprng, 1024 * 1024),
+            "served": 0,
+            "next": 1,
+        }
         src = self.write_model(url, 1, state["model"])
         start = time.monotonic()
         self.after_publish(url, 1, src, self.publish(url, 1, src).code, state)
@@ -561,10 +567,9 @@ class Campaign:
             argvs = [["publish", str(s), "--store", url, "--version", str(version),
                       "--endpoint-url", self.endpoint] for s in srcs]  # fmt: skip
             children = [fork_cli(a, self.logs) for a in argvs]
-            codes = [c.wait(120) for c in children]
-            codes = [
-                c.stop() if code is None else code for c, code in zip(children, codes, strict=True)
-            ]
+            for c in children:
+                c.wait(120)
+            codes = [c.stop() for c in children]  # reaps; kills one that hung
             for argv, child, code in zip(argvs, children, codes, strict=True):
                 self.check_output(argv, Done(code, "", child.stderr()))
             if sorted(codes) != [0, 4]:
@@ -650,8 +655,11 @@ class Campaign:
                 self.fail("versions_lost", f"v1 of an untampered copy: {done.err.strip()}")
         getattr(self, f"do_{kind}")(url, ours, theirs)
         target, version = self.rng.choice(
-            [(held, "latest"), (self.path(f"tamper/{label}-3.safetensors"), "3")]
-        )  # over a held older version, or into a new file
+            [
+                (held, "latest"),
+                (self.path(f"tamper/{label}-3.safetensors"), "123"[self.rng.randrange(3)]),
+            ]
+        )  # latest over a held older version, or any version by number into a new file
         before = file_state(target)
         done = self.cli("pull", "--store", url, "--version", version, "--out", str(target), *verify)
         self.check_install(url, target, before, done.code)
@@ -763,8 +771,7 @@ class Campaign:
         worker = self.start_worker(url, out_dir, "tw", *verify)
         self.wait_installed(worker, out_dir, 1)
         version = 1
-        edits = ("latest_far_ahead", "deep_json", "latest_edited", "latest_rollback")
-        edits = edits[: self.plan.worker_tamper_edits]
+        edits = WORKER_EDITS[: self.plan.worker_tamper_edits]
         for _ in range(self.plan.worker_tamperings):
             for edit in edits:
                 self.case(kind)
@@ -845,8 +852,9 @@ class Campaign:
         before = file_state(mnt / MODEL_FILE)
         worker = fork_cli(worker_command(url, self.endpoint, str(mnt), "disk", 0.2)[3:], self.logs)
         time.sleep(3.0)
-        if worker.poll() is not None:  # it gave up by itself: one error line, a defined code
-            self.check_output(["worker"], Done(worker.code or 0, "", worker.stderr()), worker=True)
+        code = worker.poll()
+        if code is not None:  # it gave up by itself: one error line, a defined code
+            self.check_output(["worker"], Done(code, "", worker.stderr()), worker=True)
         else:
             self.stop_worker(worker, mnt, url)
         self.check_install(url, mnt / MODEL_FILE, before, 0)
@@ -996,7 +1004,14 @@ def summary(c: Campaign) -> dict[str, Any]:
                "exits": dict(sorted(s.exits.items())), **{k: getattr(s, k) for k in COUNTERS}}
         for kind, s in c.stats.items() if s.count
     }  # fmt: skip
-    return {"seed": c.seed, **totals, "kinds": kinds, "findings": c.findings, "notes": c.notes}
+    return {
+        "seed": c.seed,
+        **totals,
+        "kinds": kinds,
+        "findings": c.findings,
+        "notes": c.notes,
+        "crashed_parts": c.crashed,
+    }
 
 
 def table(report: dict[str, Any]) -> str:
@@ -1031,7 +1046,10 @@ def _run(c: Campaign) -> dict[str, Any]:
     with c.proxy, c.slow:
         for part in parts:
             start = time.monotonic()
-            part()
+            try:
+                part()
+            except Exception as exc:  # a campaign bug must not hide what the other parts found
+                c.crashed.append(f"{part.__name__}: {type(exc).__name__}: {exc}")
             timings[part.__name__] = round(time.monotonic() - start, 1)
             print(f"{part.__name__}: {timings[part.__name__]} s", file=sys.stderr, flush=True)
     return {**summary(c), "seconds": timings}
@@ -1057,7 +1075,9 @@ def main() -> int:
         print(table(report))
         for line in report["findings"] + report["notes"]:
             print(" -", line)
-    return 1 if any(report[k] for k in COUNTERS) else 0
+    for line in report["crashed_parts"]:
+        print(" - campaign part crashed:", line)
+    return 1 if report["crashed_parts"] or any(report[k] for k in COUNTERS) else 0
 
 
 if __name__ == "__main__":
