@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import (
     FetchCancelled,
     InfeasiblePlanError,
+    LocalIOError,
     ManifestError,
     NotFoundError,
     SignatureError,
@@ -133,6 +134,7 @@ __all__ = [
     "FetchCancelled",
     "InfeasiblePlanError",
     "InstallResult",
+    "LocalIOError",
     "ManifestError",
     "NodeShare",
     "NotFoundError",
