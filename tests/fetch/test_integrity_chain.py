@@ -79,3 +79,13 @@ def test_the_newest_version_asked_for_by_number_is_pinned_too() -> None:
     _edit_manifest(store, 3, lambda d: d["tensors"][0].update(shape=[64, 64]))
     with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
         sub.fetch(3)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_older_version_on_latests_chain_asked_for_by_number_is_pinned(version: int) -> None:
+    """The fault campaign's finding: an edited keyframe pulled with --version 1 installed."""
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    _run(store, seed=4)
+    _edit_manifest(store, version, lambda d: d["tensors"][0].update(shape=[64, 64]))
+    with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
+        sub.fetch(version)

@@ -85,3 +85,24 @@ def test_the_first_signed_publication_is_a_keyframe(store: ObjectStore) -> None:
     assert result.kind == "full"
     with Subscriber(store, verifier=Verifier([public])) as sub:
         assert sub.fetch("latest").version == 3  # no unsigned version on the way
+
+
+def test_a_damaged_newest_version_makes_the_next_publication_a_keyframe(
+    store: ObjectStore,
+) -> None:
+    """Not a publisher stuck on exit 3 until someone passes --delta never."""
+    from wanrl_s3.format import layout
+    from wanrl_s3.format.manifest import Manifest
+
+    v2 = _two_versions(store)
+    m = Manifest.from_json(store.get_bytes(layout.manifest_key(2)))
+    key = m.payload_key(m.objects[0].key)
+    data = bytearray(store.get_bytes(key))
+    data[len(data) // 2] ^= 0xFF
+    store.put_bytes(key, bytes(data))
+    restarted = Publisher(store, CONFIG)
+    point = resume(restarted)
+    assert point is not None and point.version == 2
+    assert restarted.publish(nudge_state(v2, 0.01, seed=3), 3).kind == "full"
+    with Subscriber(store) as sub:
+        assert sub.fetch("latest").version == 3

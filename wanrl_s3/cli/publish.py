@@ -141,8 +141,5 @@ def _resume(publisher: Publisher, base_path: str | None) -> None:
         resume(publisher, base=base)
     except UsageError as exc:
         raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
-    except VerificationError as exc:
-        raise type(exc)(
-            f"the newest version in the store, the base of a delta, is damaged: {exc}; "
-            "publish a keyframe with --delta never"
-        ) from exc
+    except VerificationError as exc:  # only a --base file can fail here (see resume)
+        raise type(exc)(f"--base {base_path} is not the version it claims: {exc}") from exc

@@ -782,6 +782,11 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=MAX_THREADS, thread_name_prefix="wanrl-codec")
 
 
+# A forked child inherits the pool object but none of its threads: it would wait forever
+# on the first parallel job (a trainer that forks workers after publishing). It makes its own.
+os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
 def _parallel_map(fn: Callable[[_T], _R], items: Sequence[_T], workers: int) -> list[_R]:
     """``[fn(x) for x in items]``, on the shared pool when there are workers and items to spare."""
     if workers <= 1 or len(items) <= 1:

@@ -39,7 +39,7 @@ from ..format.manifest import Manifest, TensorEntry
 from ..io.tensors import byte_view
 from ..store import ObjectStore
 from ..units import MiB, require_int
-from .chain import HAVE, FetchPlan, Recipe, plan_fetch, safe_lookup
+from .chain import HAVE, FetchPlan, Recipe, lineage, plan_fetch, safe_lookup
 from .download import Progress, ReadJob, read_all
 
 log = logging.getLogger(__name__)
@@ -260,13 +260,23 @@ class Subscriber:
 
     def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
         if version is not None and version != "latest":
-            # A version asked for by number is pinned too when LATEST names it (the newest
-            # is the one worth editing). LATEST's own failures are not this fetch's.
-            with contextlib.suppress(WanrlError):
-                self.latest()
+            self._pin_from_latest(self.resolve(version))
         target = self.manifest(self.resolve(version))
         self._prefetch_chain(target)
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
+
+    def _pin_from_latest(self, version: int) -> None:
+        """Pin a version asked for by number from LATEST down its delta chain.
+
+        LATEST pins the newest manifest and each delta its base, so an edited
+        manifest anywhere on LATEST's chain is refused even when asked for by
+        number. LATEST's own failures are not this fetch's (a version by number
+        must stay reachable when LATEST is broken or expired).
+        """
+        with contextlib.suppress(WanrlError):
+            pointer = self.latest()
+            if pointer is not None and pointer.version > version:
+                lineage(self.manifest(pointer.version), safe_lookup(self.manifest))
 
     def _prefetch_chain(self, target: Manifest) -> None:
         """Fetch the manifests between ``target``'s keyframe and it together, not one by one.

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .signing import Signer, Verifier
 
 log = logging.getLogger(__name__)
+_WARNED: set[tuple[str, str]] = set()  # corrupt pointers already reported (url, ETag)
 
 LATEST_FORMAT = "wanrl-s3/latest"
 SCHEMA_VERSION = 1
@@ -222,7 +223,9 @@ def committed_version(store: ObjectStore) -> tuple[int, str | None]:
     try:
         return Latest.from_json(blob.data).version, blob.etag
     except ManifestError as exc:
-        log.warning("%s: LATEST is corrupt (%s); the next commit overwrites it", store.url, exc)
+        if (store.url, blob.etag) not in _WARNED:  # once per corrupt pointer, not per read
+            _WARNED.add((store.url, blob.etag))
+            log.warning("%s: LATEST is corrupt (%s); the next commit overwrites it", store.url, exc)
         return -1, blob.etag
 
 

@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import UsageError, VerificationError
 from ..fetch.chain import lineage, safe_lookup
 from ..fetch.subscriber import Snapshot, Subscriber
 
@@ -96,7 +96,12 @@ def resume(
             sub.verify_local(base)
             snapshot = base
         else:
-            snapshot = sub.fetch(point.version)
+            try:
+                snapshot = sub.fetch(point.version)
+            except VerificationError as exc:  # damaged in the store: no base to diff against
+                log.warning("v%d does not verify (%s): the next publication is a keyframe",
+                            point.version, exc)  # fmt: skip
+                return point
     publisher.adopt_base(
         point.version,
         snapshot.tensors,
