@@ -35,7 +35,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import MarkedUploads, marker_key
+from .staging import MarkedUploads, marker_key, timestamp_s
 
 T = TypeVar("T")
 _OCTETS = ContentSettings(content_type="application/octet-stream")
@@ -47,10 +47,6 @@ _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 def _block_id(upload_id: str, number: int) -> str:
     # Every block id of a blob has one length: the upload id (32 hex) and 6 digits.
     return base64.b64encode(f"{upload_id}{number:06d}".encode()).decode()
-
-
-def _ts(value: Any) -> float:
-    return value.timestamp() if value is not None else 0.0
 
 
 class AzureBlobStore(MarkedUploads):
@@ -194,12 +190,14 @@ class AzureBlobStore(MarkedUploads):
             props = self._call(f"HEAD {key}", self._blob(key).get_blob_properties)
         except NotFoundError:
             return None
-        return ObjectInfo(key, int(props.size), str(props.etag), _ts(props.last_modified))
+        return ObjectInfo(key, int(props.size), str(props.etag), timestamp_s(props.last_modified))
 
     def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
         def listing() -> list[ObjectInfo]:
             return [
-                ObjectInfo(self._rel(b.name), int(b.size), str(b.etag), _ts(b.last_modified))
+                ObjectInfo(
+                    self._rel(b.name), int(b.size), str(b.etag), timestamp_s(b.last_modified)
+                )
                 for b in self._container.list_blobs(name_starts_with=self._key(prefix))
             ]
 

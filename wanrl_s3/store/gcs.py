@@ -39,7 +39,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import UPLOADS_PREFIX, MarkedUploads
+from .staging import UPLOADS_PREFIX, MarkedUploads, timestamp_s
 
 T = TypeVar("T")
 _COMPOSE_MAX = 32  # GCS's limit of source objects per compose request
@@ -66,10 +66,6 @@ def _generation(etag: str, where: str) -> int:
         return int(etag)
     except ValueError:
         raise PreconditionFailedError(f"{where}: {etag!r} is not a GCS generation") from None
-
-
-def _ts(value: Any) -> float:
-    return value.timestamp() if value is not None else 0.0
 
 
 class GcsStore(MarkedUploads):
@@ -212,7 +208,7 @@ class GcsStore(MarkedUploads):
         )
         if blob is None:
             return None
-        return ObjectInfo(key, int(blob.size), _etag(blob.generation), _ts(blob.updated))
+        return ObjectInfo(key, int(blob.size), _etag(blob.generation), timestamp_s(blob.updated))
 
     def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
         def page() -> list[ObjectInfo]:
@@ -220,7 +216,9 @@ class GcsStore(MarkedUploads):
                 self._bucket, prefix=self._key(prefix), retry=None, timeout=self._timeout
             )
             return [
-                ObjectInfo(self._rel(b.name), int(b.size), _etag(b.generation), _ts(b.updated))
+                ObjectInfo(
+                    self._rel(b.name), int(b.size), _etag(b.generation), timestamp_s(b.updated)
+                )
                 for b in found
             ]
 

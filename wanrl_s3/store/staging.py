@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import NotFoundError, TransientStoreError, UsageError
 from .retry import RetryPolicy
@@ -110,3 +111,8 @@ class MarkedUploads(ObjectStore):
             key = blob.data.decode(errors="replace") if blob else ""
             if key.startswith(prefix):
                 yield PendingUpload(key, upload_id, marker.last_modified_s)
+
+
+def timestamp_s(value: Any) -> float:
+    """An SDK's datetime (or None) as seconds since the epoch (0.0 when unknown)."""
+    return value.timestamp() if value is not None else 0.0
