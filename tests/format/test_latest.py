@@ -15,6 +15,7 @@ from wanrl_s3.format.manifest import Manifest
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import ObjectStore, open_store
 from wanrl_s3.store.memory import MemoryStore
+from wanrl_s3.testing import Fault, FaultProxy, Rule, make_bucket
 
 
 def _publish(store: ObjectStore, version: int, run_id: str = "run-a") -> Manifest:
@@ -90,3 +91,44 @@ def test_the_same_version_of_another_run_is_not_ours(store: ObjectStore) -> None
     other["run_id"] = "run-b"
     store.put_bytes(layout.LATEST_KEY, json.dumps(other).encode())
     assert not latest.advance(store, mine)
+
+
+def _flipped_latest_reads(moto_endpoint: str, count: int) -> tuple[str, FaultProxy]:
+    url = f"s3://{make_bucket(moto_endpoint)}/run"
+    rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/LATEST$", count=count)
+    return url, FaultProxy(moto_endpoint, rules=[rule])
+
+
+def test_a_pointer_damaged_in_transit_is_read_again(moto_endpoint: str) -> None:
+    """A flipped LATEST body must not read as "no version": a writer would then move a
+    newer pointer backwards, and a reader would fail a pull a second read serves."""
+    flips = 2  # every read but the last of each call is damaged
+    assert flips <= latest.REREADS
+    url, proxy = _flipped_latest_reads(moto_endpoint, count=flips)
+    _publish(open_store(url, endpoint_url=moto_endpoint), 3)
+    with proxy:
+        store = open_store(url, endpoint_url=proxy.url)
+        assert latest.committed_version(store)[0] == 3
+        proxy.set_rules([Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/LATEST$", count=flips)])
+        found = latest.read(store)
+        assert proxy.counts[Fault.FLIP_RESPONSE] == 2 * flips
+    assert found is not None and found.version == 3
+
+
+def test_a_corrupt_pointer_is_reported_once_until_repaired(
+    store: ObjectStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    m1 = _publish(store, 1)
+    latest._WARNED.discard(store.url)
+    for garbage in (b"{not json", b"[also not a pointer]"):  # two corrupt pointers, one episode
+        store.put_bytes(layout.LATEST_KEY, garbage)
+        with caplog.at_level("WARNING", logger=latest.__name__):
+            assert latest.committed_version(store)[0] == -1
+            assert latest.committed_version(store)[0] == -1
+    assert len([r for r in caplog.records if "LATEST is corrupt" in r.message]) == 1
+    assert latest.advance(store, m1)  # repaired
+    assert latest.committed_version(store)[0] == 1
+    store.put_bytes(layout.LATEST_KEY, b"{broken again")
+    with caplog.at_level("WARNING", logger=latest.__name__):
+        latest.committed_version(store)
+    assert len([r for r in caplog.records if "LATEST is corrupt" in r.message]) == 2

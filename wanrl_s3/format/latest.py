@@ -12,6 +12,10 @@ touches it goes through here, so there is one policy:
   treated as "no version" (and logged): it is overwritten by the next commit,
   because the manifest being committed was verified and the manifests, not the
   pointer, are the truth. Refusing would freeze the run until a person deleted it.
+- A pointer that does not parse is read again (twice at most) before it is
+  called corrupt: a body damaged in transit must not make a writer treat a
+  newer pointer as "no version", nor a reader fail a pull that a second read
+  would serve. A pointer corrupt as stored is reported once until it is repaired.
 - A compare-and-swap whose response was lost is resolved by reading LATEST back:
   if it names the version being committed, by the same run, the move succeeded.
 - A publisher that signs also signs LATEST, with an expiry (``expires_at``): a
@@ -36,7 +40,7 @@ from ..errors import (
     SignatureError,
     StoreError,
 )
-from ..store import ObjectStore, compare_and_swap, get_or_none
+from ..store import Blob, ObjectStore, compare_and_swap, get_or_none
 from . import layout
 from .manifest import (
     DIGEST_RE,
@@ -55,7 +59,8 @@ if TYPE_CHECKING:
     from .signing import Signer, Verifier
 
 log = logging.getLogger(__name__)
-_WARNED: set[tuple[str, str]] = set()  # corrupt pointers already reported (url, ETag)
+_WARNED: set[str] = set()  # stores whose corrupt LATEST was reported and not yet repaired
+REREADS = 2  # extra reads of a pointer that did not parse, before it is called corrupt
 
 LATEST_FORMAT = "wanrl-s3/latest"
 SCHEMA_VERSION = 1
@@ -191,7 +196,7 @@ def check_signed(pointer: Latest, verifier: Verifier, now_s: float | None = None
 def read(store: ObjectStore) -> Latest | None:
     """The store's LATEST, or None when it has none. A corrupt pointer raises ManifestError."""
     blob = get_or_none(store, layout.LATEST_KEY)
-    return None if blob is None else _parse(blob.data, store)
+    return None if blob is None else _load(store, blob)[0]
 
 
 def poll(store: ObjectStore, etag: str | None) -> tuple[Latest, str] | None:
@@ -200,14 +205,26 @@ def poll(store: ObjectStore, etag: str | None) -> tuple[Latest, str] | None:
         blob = store.get_if_changed(layout.LATEST_KEY, etag)
     except NotFoundError:
         return None
-    return None if blob is None else (_parse(blob.data, store), blob.etag)
+    return None if blob is None else _load(store, blob)
 
 
-def _parse(data: bytes, store: ObjectStore) -> Latest:
-    try:
-        return Latest.from_json(data)
-    except ManifestError as exc:
-        raise ManifestError(f"{store.url}: {exc}") from exc
+def _load(store: ObjectStore, blob: Blob) -> tuple[Latest, str]:
+    """The pointer in ``blob`` and its ETag; re-read when it does not parse (see above).
+
+    Raises ManifestError naming the store when every read gives a corrupt pointer.
+    """
+    for attempt in range(REREADS + 1):
+        try:
+            pointer = Latest.from_json(blob.data)
+        except ManifestError as exc:
+            again = get_or_none(store, layout.LATEST_KEY) if attempt < REREADS else None
+            if again is None:
+                raise ManifestError(f"{store.url}: {exc}") from exc
+            blob = again
+        else:
+            _WARNED.discard(store.url)  # repaired (or never broken): report the next one
+            return pointer, blob.etag
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # -- writers ------------------------------------------------------------------------
@@ -221,12 +238,14 @@ def committed_version(store: ObjectStore) -> tuple[int, str | None]:
     if blob is None:
         return -1, None
     try:
-        return Latest.from_json(blob.data).version, blob.etag
+        pointer, etag = _load(store, blob)
     except ManifestError as exc:
-        if (store.url, blob.etag) not in _WARNED:  # once per corrupt pointer, not per read
-            _WARNED.add((store.url, blob.etag))
-            log.warning("%s: LATEST is corrupt (%s); the next commit overwrites it", store.url, exc)
-        return -1, blob.etag
+        if store.url not in _WARNED:  # once until repaired, not once per read
+            _WARNED.add(store.url)
+            log.warning("LATEST is corrupt (%s); the next commit overwrites it", exc)
+        stored = get_or_none(store, layout.LATEST_KEY)
+        return -1, None if stored is None else stored.etag
+    return pointer.version, etag
 
 
 def advance(
