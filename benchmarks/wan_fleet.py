@@ -19,10 +19,12 @@ Object storage: a `wanrl-s3 worker` per host; the trainer publishes a keyframe, 
 the workers' status objects (wanrl_s3.fleet_report, as `wanrl-s3 status`), measured
 from each manifest's commit.
 
-Peer chain (a baseline, not a product feature): the same hosts relay the same payload
-bytes chunk by chunk, store-and-forward (benchmarks/wan_fleet_relay.py), in --chains
-chains dealt as the planner deals them; a hop from host a to host b crosses a's uplink,
-a delay line of (rtt_a + rtt_b) / 2 each way and b's downlink. Measured from the
+Peer chain (a baseline, not a product feature): the same hosts relay payloads of the
+same sizes chunk by chunk, store-and-forward (benchmarks/wan_fleet_relay.py), in --chains
+chains dealt as the planner deals them, and install each version with the product's own
+code (the keyframe, then the first delta onto it) from a local copy of the run; a hop
+from host a to host b crosses a's uplink, a delay line of (rtt_a + rtt_b) / 2 each way
+and b's downlink. Measured from the
 trainer's first byte. The trainer's own uplink is not shaped (each head gets its
 downlink), and the planner is told so.
 
@@ -186,7 +188,16 @@ def breakdown(statuses, versions: set[int]) -> dict[str, float]:
 
 
 # -- peer chain ------------------------------------------------------------------------------
-def chain_hops(kids: Children, hosts: list[Host], fleet: FleetLinks, layout, raw: int, work: Path):
+def mirror(endpoint: str, work: Path) -> str:
+    """A file:// copy of the run, from which every chain host installs (no link in the way)."""
+    src, url = open_store(URL, endpoint_url=endpoint), f"file://{work / 'mirror'}"
+    dst = open_store(url)
+    for info in src.list():
+        dst.put_bytes(info.key, src.get_bytes(info.key))
+    return url
+
+
+def chain_hops(kids: Children, hosts: list[Host], fleet: FleetLinks, layout, mirror_url, work):
     """Relays in every host, delay lines between them; each chain head's endpoint, the relays."""
     heads, relays = [], {}
     for chain in layout:
@@ -195,7 +206,7 @@ def chain_hops(kids: Children, hosts: list[Host], fleet: FleetLinks, layout, raw
             i = chain[pos]
             host, link = hosts[i], fleet.workers[i]
             argv = [sys.executable, str(RELAY), host.far_ip, str(RELAY_PORT), nxt]
-            argv += [str(raw), str(work / f"{link.name}.chain")]
+            argv += [mirror_url, str(work / f"{link.name}.chain")]
             proc = relays[i] = kids.start(host.argv(*argv), stdout=subprocess.PIPE)
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             before_rtt = fleet.workers[chain[pos - 1]].rtt_s if pos else 0.0
@@ -206,17 +217,27 @@ def chain_hops(kids: Children, hosts: list[Host], fleet: FleetLinks, layout, raw
     return heads, relays
 
 
-def chain_phase(args, fleet: FleetLinks, hosts: list[Host], payloads: dict[str, int], raw, work):
+#: What the chain sends and installs per kind: (version, the version it is applied to).
+CHAIN_VERSIONS = {"full": (1, 0), "delta": (2, 1)}
+
+
+def chain_phase(
+    args, fleet: FleetLinks, hosts: list[Host], payloads: dict[str, int], mirror_url, work
+):
     kids = Children()
     out = {}
     try:
-        heads, relays = chain_hops(kids, hosts, fleet, chain_layout(fleet, args.chains), raw, work)
+        layout = chain_layout(fleet, args.chains)
+        heads, relays = chain_hops(kids, hosts, fleet, layout, mirror_url, work)
         for kind, nbytes in payloads.items():
             cpu = cpu_times()
             payload = os.urandom(nbytes)
             start = time.time()
             senders = [
-                threading.Thread(target=send_version, args=(h, payload, CHUNK_BYTES)) for h in heads
+                threading.Thread(
+                    target=send_version, args=(h, payload, CHUNK_BYTES, *CHAIN_VERSIONS[kind])
+                )
+                for h in heads
             ]
             for t in senders:
                 t.start()
@@ -230,7 +251,6 @@ def chain_phase(args, fleet: FleetLinks, hosts: list[Host], payloads: dict[str, 
     return out
 
 
-# -- prediction and report ----------------------------------------------------------------
 def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int):
     fetch = FetchModel(
         args.poll_interval_s,
@@ -337,8 +357,8 @@ def main() -> None:
             install = calibrate_install_mb_per_s(endpoint, raw, args.deltas, work)
             payloads = {"full": results[0].stored_bytes}
             if args.deltas:
-                payloads["delta"] = results[-1].stored_bytes
-            chain = chain_phase(args, fleet, hosts, payloads, raw, work)
+                payloads["delta"] = results[1].stored_bytes  # v2, the delta the chain installs
+            chain = chain_phase(args, fleet, hosts, payloads, mirror(endpoint, work), work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = rows_for(args, fleet, install, bucket, chain)

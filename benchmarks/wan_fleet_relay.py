@@ -1,14 +1,16 @@
 """The peer-chain baseline of benchmarks/wan_fleet.py: a store-and-forward relay per host.
 
 Run as a script inside a host's namespace, it is that host's relay:
-``LISTEN_IP PORT NEXT SNAPSHOT_BYTES OUT_FILE`` (NEXT is ``ip:port`` of the delay
-line towards the next host, or ``-`` at a chain's tail). For each version it
-accepts one connection, receives the payload chunk by chunk and hands every
-whole chunk to a sender thread that forwards it (store and forward: a chunk
-leaves only once it has fully arrived), then verifies (BLAKE3 over the
-snapshot-sized buffer the payload is applied to) and writes that buffer to
-OUT_FILE, the work a worker does to install. One JSON line per version on
-stdout: when its last chunk arrived and when it was installed (wall clock).
+``LISTEN_IP PORT NEXT MIRROR_URL OUT_DIR`` (NEXT is ``ip:port`` of the delay line
+towards the next host, or ``-`` at a chain's tail). For each version it accepts
+one connection, receives the payload chunk by chunk and hands every whole chunk
+to a sender thread that forwards it (store and forward: a chunk leaves only once
+it has fully arrived), then installs that version exactly as a worker does:
+``pull_to_file`` (verify, decode, apply the delta to the file it holds, write)
+from MIRROR_URL, a local file:// copy of the run. The bytes relayed are a
+stand-in of the version's size; the install is the product's own, so a chain
+host pays what a bucket worker pays once its bytes are in. One JSON line per
+version on stdout: when its last chunk arrived and when it was installed.
 
 :func:`send_version` is the trainer's end: one connection per chain head.
 """
@@ -23,10 +25,11 @@ import struct
 import sys
 import threading
 import time
+from pathlib import Path
 
-import blake3
+from wanrl_s3 import Subscriber, load_snapshot, open_store, pull_to_file
 
-HEADER = struct.Struct("!QQ")  # payload bytes, chunk bytes
+HEADER = struct.Struct("!QQQQ")  # payload bytes, chunk bytes, version, have version (0: none)
 
 
 def _recv_exact(conn: socket.socket, view: memoryview) -> None:
@@ -46,10 +49,10 @@ def _forward(next_hop: str, header: bytes, chunks: queue.SimpleQueue[memoryview 
             out.sendall(chunk)
 
 
-def _one_version(conn: socket.socket, next_hop: str, snapshot: bytearray, out_file: str) -> dict:
+def _one_version(conn: socket.socket, next_hop: str, sub: Subscriber, out_dir: Path) -> dict:
     head = bytearray(HEADER.size)
     _recv_exact(conn, memoryview(head))
-    total, chunk = HEADER.unpack(head)
+    total, chunk, version, have_version = HEADER.unpack(head)
     payload = memoryview(bytearray(total))
     chunks: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
     sender = None
@@ -62,32 +65,33 @@ def _one_version(conn: socket.socket, next_hop: str, snapshot: bytearray, out_fi
         chunks.put(piece)
     received = time.time()
     chunks.put(None)
-    snapshot[: min(total, len(snapshot))] = payload[: len(snapshot)]  # apply
-    digest = blake3.blake3(snapshot).hexdigest()  # verify
-    with open(out_file, "wb") as f:  # install
-        f.write(snapshot)
+    have = load_snapshot(out_dir / f"v{have_version}.safetensors") if have_version else None
+    pull_to_file(sub, out_dir / f"v{version}.safetensors", version, have=have)  # install
     installed = time.time()
     if sender is not None:
         sender.join()
-    return {"received_at_s": received, "installed_at_s": installed, "hash": digest[:16]}
+    return {"received_at_s": received, "installed_at_s": installed, "version": version}
 
 
 def serve_relay(argv: list[str]) -> None:
-    listen_ip, port, next_hop, snapshot_bytes, out_file = argv
-    snapshot = bytearray(int(snapshot_bytes))
+    listen_ip, port, next_hop, mirror_url, out_dir = argv
     server = socket.create_server((listen_ip, int(port)))
-    print("ready", flush=True)
-    while True:
-        conn, _ = server.accept()
-        with conn:
-            print(json.dumps(_one_version(conn, next_hop, snapshot, out_file)), flush=True)
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    with Subscriber(open_store(mirror_url)) as sub:
+        print("ready", flush=True)
+        while True:
+            conn, _ = server.accept()
+            with conn:
+                print(json.dumps(_one_version(conn, next_hop, sub, Path(out_dir))), flush=True)
 
 
-def send_version(endpoint: str, payload: bytes, chunk_bytes: int) -> None:
+def send_version(
+    endpoint: str, payload: bytes, chunk_bytes: int, version: int, have_version: int = 0
+) -> None:
     """The trainer feeding one chain head (through the head's delay line)."""
     host, port = endpoint.rsplit(":", 1)
     with socket.create_connection((host, int(port))) as out:
-        out.sendall(HEADER.pack(len(payload), chunk_bytes))
+        out.sendall(HEADER.pack(len(payload), chunk_bytes, version, have_version))
         view = memoryview(payload)
         for start in range(0, len(payload), chunk_bytes):
             out.sendall(view[start : start + chunk_bytes])
