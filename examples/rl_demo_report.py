@@ -27,8 +27,10 @@ from wanrl_s3 import (
 )
 
 FRACTION = 0.9
-#: The reference page's 8B operating point (tests/cost/operating_point.py).
-REFERENCE_8B = {"params": 8.2e9, "t_train_s": 1500.0, "batch": 2048, "staleness": 3}
+#: The reference page's 8B operating point (tests/cost/operating_point.py), raw full snapshots.
+REFERENCE_8B = {
+    "params": 8.2e9, "t_train_s": 1500.0, "batch": 2048, "staleness": 3, "full_ratio": 1.0,
+}  # fmt: skip
 
 
 def _median(xs: Sequence[float]) -> float | None:

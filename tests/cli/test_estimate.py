@@ -16,7 +16,9 @@ from wanrl_s3.cli.app import build_parser
 from wanrl_s3.cost.freshness import stale_warning
 from wanrl_s3.cost.prices import load_prices
 
+# The reference page's figures are for raw full snapshots: --full-ratio 1.
 POINT_8B = ["estimate", "--params", "8.2e9", "--t-train-s", "1500", "--batch", "2048"]
+POINT_8B += ["--full-ratio", "1"]
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

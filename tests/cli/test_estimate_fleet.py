@@ -14,6 +14,7 @@ from wanrl_s3.cli import main
 from wanrl_s3.format import layout
 
 PLAN = ["estimate", "--params", "1e9", "--t-train-s", "600", "--batch", "64", "--json"]
+PLAN += ["--full-ratio", "1"]  # the figures below are for raw full snapshots
 
 
 def plan_of(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[dict, str]:

@@ -11,8 +11,10 @@ import dataclasses
 import pytest
 
 from wanrl_s3.cost.cdn import cdn_download_traffic, origin_fetches
-from wanrl_s3.cost.plan import CDN_ROWS, PlanInputs, estimate, evaluate, topologies
+from wanrl_s3.cost.inputs import CDN_ROWS, PlanInputs
+from wanrl_s3.cost.plan import estimate, evaluate
 from wanrl_s3.cost.prices import PriceBook
+from wanrl_s3.cost.traffic import topologies
 from wanrl_s3.errors import UsageError
 
 GIB = 1.073741824

@@ -9,15 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wanrl_s3.cost import capacity as cap
-from wanrl_s3.cost.plan import (
-    TOPOLOGIES,
-    PlanInputs,
-    estimate,
-    evaluate,
-    size_fleet,
-    t_bcast_model_s,
-)
+from wanrl_s3.cost.inputs import TOPOLOGIES, PlanInputs
+from wanrl_s3.cost.plan import estimate, evaluate
 from wanrl_s3.cost.prices import PriceBook
+from wanrl_s3.cost.timing import size_fleet, t_bcast_model_s
 from wanrl_s3.errors import InfeasiblePlanError, UsageError
 
 from .operating_point import BATCH, PARAMS_8B, T_BCAST_S, T_TRAIN_S

@@ -24,6 +24,7 @@ from ..cost.cdn import DEFAULT_EDGES
 from ..cost.freshness import stale_warning
 from ..cost.plan import FLAT_RATE, PlanInputs, estimate
 from ..cost.prices import NO_CDN, load_prices
+from ..cost.publication import COMMIT_ROUND_TRIPS, TYPICAL_FULL_RATIO
 from ..errors import UsageError
 from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
@@ -71,6 +72,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     _add_model_flags(parser)
     _add_network_flags(parser)
+    _add_publication_flags(parser)
     _add_money_flags(parser)
     add_fleet_flags(parser)
     out = parser.add_argument_group("output")
@@ -120,6 +122,32 @@ def _add_network_flags(parser: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--replicate", action="store_true", help="upload once, provider replicates")
     g.add_argument("--replication-lag-s", type=float, default=0.0, metavar="S", help="default 0")
+
+
+def _add_publication_flags(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("publication")
+    g.add_argument(
+        "--full-ratio",
+        type=float,
+        default=TYPICAL_FULL_RATIO,
+        metavar="R",
+        help=f"stored/raw bytes of a full version, in (0, 1] (default {TYPICAL_FULL_RATIO}: "
+        "the byte-plane codec on bf16 weights; 1 for incompressible tensors)",
+    )
+    g.add_argument(
+        "--trainer-ranks",
+        type=int,
+        default=1,
+        metavar="N",
+        help="trainer ranks that each upload a balanced share of a version (default 1)",
+    )
+    g.add_argument(
+        "--trainer-uplink-gbps",
+        type=float,
+        metavar="G",
+        help="each rank's upload rate, Gbit/s: publish = payload / (N x G) + "
+        f"{COMMIT_ROUND_TRIPS} commit round trips (default: one upload at --upload-mbps)",
+    )
 
 
 def _add_money_flags(parser: argparse.ArgumentParser) -> None:
@@ -200,6 +228,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps",
 )  # fmt: skip
 
 

@@ -43,8 +43,10 @@ def plot_plan(plan: Plan, prices: PriceBook, path: str | Path) -> Path:
         marker = "o" if chosen.feasible else "x"
         t_ax.plot([chosen.fleet_workers], [chosen.t_bcast_s], marker, color=line.get_color())
     t_ax.axhline(i.window_s, linestyle="--", color="black", label="kappa*T_train (gate)")
-    floor_s = star_unlimited_s(i.snapshot_gb, i.downlink_mbps)
-    t_ax.axhline(floor_s, linestyle=":", color="grey", label="floor, full snapshot")
+    floor_s = star_unlimited_s(i.full_gb, i.downlink_mbps)
+    t_ax.axhline(
+        floor_s, linestyle=":", color="grey", label=f"floor, full version at {i.full_ratio:g}x"
+    )
     t_ax.set_yscale("log")
     t_ax.set_ylabel("T_bcast (s)")
     t_ax.set_title(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
+from ..cost.timing import publish_s
 from ..cost.topology import star_unlimited_s
 
 _COLUMNS = ("topology", "T_bcast", "feasible", "workers", "egress/pub", "egress/run", "cost/step")
@@ -54,11 +55,14 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
     return [
         f"snapshot {_gb(i.snapshot_gb)} ({i.params:.3g} params x {i.bytes_per_param:g} B); "
         f"delta {i.delta_gb:.2f} GB at density {i.density:.0%}",
+        f"full versions at {i.full_ratio:g}x raw (--full-ratio): {_gb(i.full_gb)} each "
+        "(fleet start, joins, keyframes, star and chain pushes); deltas ship as coded",
         f"staleness S={i.staleness}, kappa={i.kappa}: window kappa*T_train = {i.window_s:.0f} s; "
         f"batch {i.batch} per step",
         f"floor (star-unlimited, {i.downlink_mbps:g} Mbps downlink): "
-        f"{star_unlimited_s(i.snapshot_gb, i.downlink_mbps):.0f} s full, "
+        f"{star_unlimited_s(i.full_gb, i.downlink_mbps):.0f} s full, "
         f"{star_unlimited_s(i.delta_gb, i.downlink_mbps):.0f} s delta",
+        _publish_line(plan),
         f"T_bcast {plan.t_bcast_s:.0f} s ({source}): slack {plan.slack_s:.0f} s, "
         f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
         f"{plan.workers_needed} workers at {i.worker_rollouts_per_s:g} rollouts/s "
@@ -67,6 +71,38 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         f"run {i.steps} steps = {i.publications} publications",
         *_cdn_line(plan),
     ]
+
+
+def _seconds(value_s: float) -> str:
+    """Whole seconds from 10 s up, two significant digits below (a 0.2 s commit stays visible)."""
+    return f"{value_s:.0f} s" if value_s >= 10 else f"{value_s:.2g} s"
+
+
+def _publish_line(plan: Plan) -> str:
+    """The bucket rows' publish term: how long until a version is visible, and from what."""
+    i, uplink = plan.inputs, plan.inputs.trainer_uplink
+    copies = 1 if i.replicate else i.regions
+    buckets = "" if copies == 1 else f" to each of {copies} buckets"
+    times = (
+        f"publish (bucket rows, until visible): {_seconds(publish_s(i, i.full_gb))} full, "
+        f"{_seconds(publish_s(i, i.delta_row_gb))} delta"
+    )
+    if uplink is None:
+        rate = i.upload_mbps or i.uplink_mbps
+        return (
+            f"{times}: one upload at {rate:g} Mbps{buckets}; the trainer's ranks not modelled "
+            "(--trainer-uplink-gbps)"
+        )
+    ranks = (
+        f"one trainer rank at {uplink.per_rank_gbps:g} Gbit/s"
+        if uplink.ranks == 1
+        else f"{uplink.ranks} trainer ranks x {uplink.per_rank_gbps:g} Gbit/s = "
+        f"{uplink.aggregate_mbps / 1000:g} Gbit/s"
+    )
+    return (
+        f"{times}: {ranks}{buckets} if the store's endpoint keeps up (it may saturate "
+        f"first), then a {_seconds(uplink.commit_s)} commit"
+    )
 
 
 def _cdn_line(plan: Plan) -> list[str]:

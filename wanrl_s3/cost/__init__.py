@@ -55,8 +55,11 @@ from .gpu import (
     hourly_usd,
     saving_fraction,
 )
-from .plan import TOPOLOGIES, Plan, PlanInputs, TopologyEstimate, estimate, evaluate, size_fleet
+from .inputs import TOPOLOGIES, PlanInputs
+from .plan import Plan, TopologyEstimate, estimate, evaluate
 from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
+from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .timing import size_fleet
 from .topology import (
     chain_count,
     chain_pipelined_s,
@@ -72,6 +75,7 @@ __all__ = [
     "DEFAULT_EDGES",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
+    "TYPICAL_FULL_RATIO",
     "Activation",
     "CdnPrices",
     "FetchModel",
@@ -85,6 +89,7 @@ __all__ = [
     "StoragePrices",
     "TopologyEstimate",
     "Traffic",
+    "TrainerUplink",
     "WorkerLink",
     "WorkerOffer",
     "activate_cheapest",
