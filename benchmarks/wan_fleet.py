@@ -94,6 +94,7 @@ class Row:
     versions: list[dict]
     cpu_idle_share: float
     breakdown: dict | None = None  # object storage: medians over workers of each step
+    per_host: list[dict] | None = None  # peer chain: each host's install, measured and predicted
 
     def to_dict(self) -> dict:
         ratio = self.predicted_t_bcast_s / self.measured_t_bcast_s
@@ -251,18 +252,18 @@ def chain_phase(
     return out
 
 
-def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int):
+def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int, delta: bool):
+    """The planner's T_bcast at the fraction for both topologies, and each chain host's time."""
     fetch = FetchModel(
         args.poll_interval_s,
         install_mb_per_s=install.full_mb_per_s,
         delta_install_mb_per_s=install.delta_mb_per_s,
     )
-    bucket = object_storage_fleet_s(fleet, payload_bytes / 1e9, raw / 1e9, fetch, args.fraction)
+    gb = payload_bytes / 1e9, raw / 1e9
+    bucket = object_storage_fleet_s(fleet, *gb, fetch, args.fraction, delta=delta)
     b0 = args.chains * max(w.downlink_mbps for w in fleet.workers) * 2  # unshaped trainer
-    times = chain_worker_times_s(
-        fleet, payload_bytes / 1e9, raw / 1e9, b0, fetch, CHUNK_BYTES / 1e6, args.chains
-    )
-    return bucket, at_fraction_s(times, args.fraction)
+    times = chain_worker_times_s(fleet, *gb, b0, fetch, CHUNK_BYTES / 1e6, args.chains, delta=delta)
+    return bucket, at_fraction_s(times, args.fraction), times
 
 
 def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
@@ -276,7 +277,7 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         measured = [spreads[r.version].t_bcast_s for r in chosen]
         tails = [spreads[r.version].tail_s for r in chosen]
         stored = int(statistics.mean(r.stored_bytes for r in chosen))
-        bucket, chained = predict(args, fleet, install, stored, raw)
+        bucket, chained, host_times = predict(args, fleet, install, stored, raw, kind == "delta")
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
@@ -289,7 +290,14 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         installed, idle = chain[kind]
         t90 = at_fraction_s(installed, args.fraction)
         tail = max(installed) - t90
-        rows.append(Row("peer_chain", kind, t90, chained, tail, [{"stored_bytes": stored}], idle))
+        hosts = [
+            {"host": w.name, "measured_s": round(m, 3), "predicted_s": round(p, 3)}
+            for w, m, p in zip(fleet.workers, installed, host_times, strict=True)
+        ]
+        rows.append(
+            Row("peer_chain", kind, t90, chained, tail, [{"stored_bytes": stored}], idle,
+                per_host=hosts)
+        )  # fmt: skip
     return rows
 
 

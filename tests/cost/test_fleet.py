@@ -44,12 +44,21 @@ def test_one_workers_time_adds_poll_round_trips_bytes_and_install() -> None:
     wire_s = 10 * 1514 / 1448
     assert object_storage_worker_s(link, 0.1, 1.0, fetch) == pytest.approx(1 + 0.2 + wire_s + 2)
     decoding = FetchModel(poll_interval_s=2.0, delta_install_mb_per_s=250.0)
+    assert object_storage_worker_s(link, 0.1, 1.0, decoding, delta=True) == pytest.approx(
+        1 + 0.2 + wire_s + 4  # a delta installs at its own rate
+    )
     assert object_storage_worker_s(link, 0.1, 1.0, decoding) == pytest.approx(
-        1 + 0.2 + wire_s + 4  # a delta (payload < snapshot) installs at its own rate
+        1 + 0.2 + wire_s + 2  # a coded full version is smaller than the snapshot too
     )
-    assert object_storage_worker_s(link, 1.0, 1.0, decoding) == pytest.approx(
-        1 + 0.2 + 10 * wire_s + 2
-    )
+
+
+def test_the_chain_installs_a_coded_full_version_at_the_full_rate() -> None:
+    fleet = uniform(3)
+    decoding = FetchModel(poll_interval_s=2.0, delta_install_mb_per_s=1.0)
+    full = chain_worker_times_s(fleet, 0.5, 1.0, 300.0, decoding, 64.0, chains=1)
+    delta = chain_worker_times_s(fleet, 0.5, 1.0, 300.0, decoding, 64.0, chains=1, delta=True)
+    for f, d in zip(full, delta, strict=True):
+        assert d - f == pytest.approx(1000.0 - 1000.0 / decoding.install_mb_per_s)
 
 
 def test_a_uniform_fleet_is_the_uniform_formula() -> None:

@@ -147,14 +147,18 @@ def at_fraction_s(times_s: Sequence[float], fraction: float) -> float:
 
 
 def object_storage_worker_s(
-    link: WorkerLink, payload_gb: float, snapshot_gb: float, fetch: FetchModel
+    link: WorkerLink, payload_gb: float, snapshot_gb: float, fetch: FetchModel, delta: bool = False
 ) -> float:
-    """One worker's time from the manifest's commit to its install (see module doc)."""
+    """One worker's time from the manifest's commit to its install (see module doc).
+
+    ``delta``: the payload is a delta (installed at the delta rate). Said, not inferred
+    from the sizes: a coded full version is smaller than the snapshot too.
+    """
     return (
         fetch.poll_interval_s / 2.0
         + fetch.round_trips * link.rtt_s
         + fetch.wire_s(payload_gb, link.downlink_mbps)
-        + fetch.install_s(link, snapshot_gb, delta=payload_gb < snapshot_gb)
+        + fetch.install_s(link, snapshot_gb, delta)
     )
 
 
@@ -164,9 +168,12 @@ def object_storage_fleet_s(
     snapshot_gb: float,
     fetch: FetchModel,
     fraction: float = 0.9,
+    delta: bool = False,
 ) -> float:
     """T_bcast at ``fraction`` after the commit: the f-quantile of the workers' own times."""
-    times = [object_storage_worker_s(w, payload_gb, snapshot_gb, fetch) for w in fleet.workers]
+    times = [
+        object_storage_worker_s(w, payload_gb, snapshot_gb, fetch, delta) for w in fleet.workers
+    ]
     return at_fraction_s(times, fraction)
 
 
@@ -177,13 +184,14 @@ def star_fleet_s(
     uplink_mbps: float,
     fetch: FetchModel,
     fraction: float = 0.9,
+    delta: bool = False,
 ) -> float:
     """The trainer pushes to all N at once: worker i gets min(its downlink, B0 / N)."""
     share_mbps = uplink_mbps / len(fleet)
     times = [
         w.rtt_s
         + fetch.wire_s(payload_gb, min(w.downlink_mbps, share_mbps))
-        + fetch.install_s(w, snapshot_gb, delta=payload_gb < snapshot_gb)
+        + fetch.install_s(w, snapshot_gb, delta)
         for w in fleet.workers
     ]
     return at_fraction_s(times, fraction)
@@ -240,6 +248,7 @@ def chain_worker_times_s(
     chunk_mb: float = 64.0,
     chains: int | None = None,
     trainer_rtt_ms: float = 0.0,
+    delta: bool = False,
 ) -> list[float]:
     """Each worker's time (fleet order) from the trainer's first byte to its install."""
     require_positive("uplink_mbps", uplink_mbps)
@@ -254,7 +263,6 @@ def chain_worker_times_s(
             w = fleet.workers[index]
             rate = min(send_mbps, w.downlink_mbps) * fetch.goodput_share
             ready = _hop_arrivals_s(ready, sizes, rate, (send_rtt_s + w.rtt_s) / 2.0)
-            delta = payload_gb < snapshot_gb
             times[index] = ready[-1] + fetch.install_s(w, snapshot_gb, delta)
             send_mbps, send_rtt_s = w.uplink_mbps, w.rtt_s
     return times
@@ -269,9 +277,10 @@ def chain_fleet_s(
     fraction: float = 0.9,
     chunk_mb: float = 64.0,
     chains: int | None = None,
+    delta: bool = False,
 ) -> float:
     """T_bcast at ``fraction`` for the peer chain(s) over this fleet's links."""
     times = chain_worker_times_s(
-        fleet, payload_gb, snapshot_gb, uplink_mbps, fetch, chunk_mb, chains
+        fleet, payload_gb, snapshot_gb, uplink_mbps, fetch, chunk_mb, chains, delta=delta
     )
     return at_fraction_s(times, fraction)

@@ -39,7 +39,7 @@ def publish_s(inputs: PlanInputs, payload_gb: float) -> float:
     return uplink.publish_s(payload_gb, copies)
 
 
-def bucket_s(inputs: PlanInputs, payload_gb: float) -> float:
+def bucket_s(inputs: PlanInputs, payload_gb: float, delta: bool = False) -> float:
     """Publish, replicate, then pull: a bucket row's T_bcast for ``payload_gb``."""
     i = inputs
     lag_s = i.replication_lag_s if i.replicate and i.regions > 1 else 0.0
@@ -47,7 +47,7 @@ def bucket_s(inputs: PlanInputs, payload_gb: float) -> float:
     if i.fleet is None:
         return before_s + topology.star_unlimited_s(payload_gb, i.downlink_mbps)
     return before_s + fleet_model.object_storage_fleet_s(
-        i.fleet, payload_gb, i.snapshot_gb, i.fetch, i.bcast_fraction
+        i.fleet, payload_gb, i.snapshot_gb, i.fetch, i.bcast_fraction, delta
     )
 
 
@@ -55,7 +55,7 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     """Modelled broadcast time of one topology at a fleet size (a fleet file fixes the size)."""
     i = inputs
     if name in BUCKET_ROWS:
-        return bucket_s(i, row_payload_gb(i, name))
+        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS)
     full, fleet = i.full_gb, i.fleet
     if name == "star" and fleet is None:
         return topology.star_limited_s(full, i.uplink_mbps, i.downlink_mbps, workers)
