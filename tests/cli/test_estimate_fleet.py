@@ -40,6 +40,11 @@ def test_a_fleet_file_sets_the_fleet_and_its_quantile_sets_t_bcast(
     assert bucket_full == pytest.approx(upload_s + 1 + 4 * 0.01 + 16 * 1514 / 1448 + 2000 / 500)
     every, _ = plan_of(capsys, "--fleet", str(fleet), "--poll-interval-s", "2", "--fraction", "1")
     assert every["by_topology"]["object_storage_full"]["t_bcast_s"] > bucket_full + 1000
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet), "--poll-interval-s", "2"]) == 0
+    header = capsys.readouterr().out  # the text says which fleet it planned for
+    assert "fleet: 10 workers, each on its own link" in header
+    assert "downlinks 10-1000 Mbps (median 1000), round trips 10-200 ms; T_bcast at 90%" in header
 
 
 def test_fleet_flags_refuse_what_contradicts_them(

@@ -62,6 +62,7 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         f"floor (star-unlimited, {i.downlink_mbps:g} Mbps downlink): "
         f"{star_unlimited_s(i.full_gb, i.downlink_mbps):.0f} s full, "
         f"{star_unlimited_s(i.delta_gb, i.downlink_mbps):.0f} s delta",
+        *_fleet_line(plan),
         _publish_line(plan),
         f"T_bcast {plan.t_bcast_s:.0f} s ({source}): slack {plan.slack_s:.0f} s, "
         f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
@@ -70,6 +71,21 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         f"prices: {provider.display} (read {plan.prices_as_of}), {i.regions} {region_word}; "
         f"run {i.steps} steps = {i.publications} publications",
         *_cdn_line(plan),
+    ]
+
+
+def _fleet_line(plan: Plan) -> list[str]:
+    """Say that the plan is for a given fleet, not the uniform --downlink-mbps one."""
+    i = plan.inputs
+    if i.fleet is None:
+        return []
+    down = [w.downlink_mbps for w in i.fleet.workers]
+    rtt = [w.rtt_ms for w in i.fleet.workers]
+    return [
+        f"fleet: {len(i.fleet)} workers, each on its own link (--fleet / --from-status): "
+        f"downlinks {min(down):g}-{max(down):g} Mbps (median {i.fleet.median_downlink_mbps:g}), "
+        f"round trips {min(rtt):g}-{max(rtt):g} ms; T_bcast at {i.bcast_fraction:.0%} of them, "
+        f"poll {i.fetch.poll_interval_s:g} s"
     ]
 
 
