@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -65,7 +65,18 @@ from wan_fleet_net import (  # benchmarks/ is on sys.path[0]
 )
 from wan_fleet_relay import send_version
 
-from wanrl_s3 import PublishConfig, Publisher, Subscriber, fleet_report, open_store, read_statuses
+from wanrl_s3 import (
+    InfeasiblePlanError,
+    PlanInputs,
+    PublishConfig,
+    Publisher,
+    Subscriber,
+    estimate,
+    fleet_report,
+    load_prices,
+    open_store,
+    read_statuses,
+)
 from wanrl_s3.cost import (
     FetchModel,
     FleetLinks,
@@ -301,6 +312,52 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
     return rows
 
 
+#: The planner's row each measurement stands for (its chain row ships full versions only).
+PLANNER_ROWS = {
+    ("object_storage", "full"): "object_storage_full",
+    ("object_storage", "delta"): "object_storage_delta",
+    ("peer_chain", "full"): "peer_chain",
+}
+#: Training step times at which the recommendation is compared (S = 3: window 2 T_train).
+T_TRAIN_S = (2.0, 4.0, 8.0, 16.0, 64.0)
+
+
+def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], raw: int):
+    """The planner's recommendation for this fleet, modelled and fed the measured T_bcast.
+
+    The same workload as the run (snapshot, delta and full sizes, poll, chains, the
+    trainer's unshaped uplink; publish time near zero on loopback) at several step
+    times, so that feasibility changes somewhere along the way; "same" is the goal.
+    """
+    sizes = {r.kind: r.versions[0]["stored_bytes"] for r in rows}
+    measured = tuple(
+        (PLANNER_ROWS[r.topology, r.kind], r.measured_t_bcast_s)
+        for r in rows
+        if (r.topology, r.kind) in PLANNER_ROWS
+    )
+    prices, out = load_prices(), []
+    for t_train_s in T_TRAIN_S:
+        inputs = PlanInputs(
+            params=raw / 2, t_train_s=t_train_s, batch=64, staleness=3,
+            density=sizes.get("delta", sizes["full"]) / raw, full_ratio=sizes["full"] / raw,
+            fleet=fleet, workers=len(fleet), poll_interval_s=args.poll_interval_s,
+            install_mb_per_s=install.full_mb_per_s, chains=args.chains, chunk_mb=CHUNK_BYTES / 1e6,
+            uplink_mbps=args.chains * max(w.downlink_mbps for w in fleet.workers) * 2,
+            upload_mbps=1e6,
+        )  # fmt: skip
+        picks = []
+        for given in (inputs, replace(inputs, measured_t_bcast_s=measured)):
+            try:
+                picks.append(estimate(given, prices).recommended)
+            except InfeasiblePlanError:
+                picks.append("none feasible")
+        out.append(
+            {"t_train_s": t_train_s, "predicted": picks[0], "measured": picks[1],
+             "same": picks[0] == picks[1]}
+        )  # fmt: skip
+    return out
+
+
 def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> None:
     print(
         f"{len(fleet)} hosts, seed {args.seed}: downlinks {args.down_mbit[0]:g}-"
@@ -370,10 +427,19 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = rows_for(args, fleet, install, bucket, chain)
+    picks = recommendations(args, fleet, install, rows, raw)
     if args.json:
-        print(json.dumps(to_json(args, fleet, install, rows), indent=1))
+        print(
+            json.dumps({**to_json(args, fleet, install, rows), "recommendation": picks}, indent=1)
+        )
     else:
         print_table(args, fleet, install, rows)
+        for p in picks:
+            print(
+                f"T_train {p['t_train_s']:g} s: recommended {p['predicted']} (modelled), "
+                f"{p['measured']} (fed the measured T_bcast): "
+                + ("same" if p["same"] else "DIFFERENT")
+            )
 
 
 def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:

@@ -144,3 +144,21 @@ def test_a_measured_broadcast_of_coded_full_versions_scales_the_hint(
 def test_publication_inputs_validate_on_creation(change: dict[str, object], says: str) -> None:
     with pytest.raises(UsageError, match=says):
         PlanInputs(params=PARAMS_8B, t_train_s=T_TRAIN_S, batch=BATCH, **change)  # type: ignore[arg-type]
+
+
+def test_measured_figures_replace_the_model_and_can_change_the_recommendation(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    fixed = dataclasses.replace(inputs_8b, workers=40)
+    modelled = estimate(fixed, prices)
+    window_s = fixed.window_s
+    # the recommended row measured slower than the window: it is no longer feasible
+    slow = ((modelled.recommended, window_s + 1.0),)
+    measured = estimate(dataclasses.replace(fixed, measured_t_bcast_s=slow), prices)
+    row = {r.name: r for r in measured.by_topology}[modelled.recommended]
+    assert row.t_bcast_s == window_s + 1.0 and not row.feasible
+    assert measured.recommended != modelled.recommended
+    with pytest.raises(UsageError, match="known"):
+        dataclasses.replace(fixed, measured_t_bcast_s=(("buckets", 1.0),))
+    with pytest.raises(UsageError, match="fixed fleet"):
+        dataclasses.replace(inputs_8b, workers=None, measured_t_bcast_s=slow)

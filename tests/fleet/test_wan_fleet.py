@@ -60,6 +60,8 @@ def test_two_hosts_one_version_measured_beside_the_planner(tmp_path: Path) -> No
     for row in rows.values():
         assert row["measured_t_bcast_s"] > 0 and row["predicted_t_bcast_s"] > 0
         assert 0.5 < row["ratio"] < 2.0, row
+    picks = report["recommendation"]  # the planner, modelled and fed what was measured
+    assert len(picks) >= 3 and all(p["predicted"] and p["measured"] for p in picks)
     assert namespaces() <= before  # every namespace it made is gone
     plan = ["estimate", "--params", "1e9", "--t-train-s", "600", "--batch", "64"]
     assert main([*plan, "--fleet", str(fleet_file), "--json"]) == 0

@@ -90,6 +90,10 @@ class PlanInputs:
     trainer_ranks: int = 1
     trainer_uplink_gbps: float | None = None
     trainer_rtt_s: float = DEFAULT_TRAINER_RTT_S
+    # T_bcast measured per topology on this fleet ((row name, seconds), e.g. from
+    # benchmarks/wan_fleet.py): replaces that row's model, so the recommendation can be
+    # checked against what was measured. Only with a fixed fleet (workers or fleet).
+    measured_t_bcast_s: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
@@ -123,6 +127,14 @@ class PlanInputs:
 
     def _check_fleet(self) -> None:
         fleet_model.quantile_index(1, self.bcast_fraction)
+        for name, seconds in self.measured_t_bcast_s:
+            if name not in TOPOLOGIES:
+                raise UsageError(
+                    f"measured_t_bcast_s names {name!r}; known: {', '.join(TOPOLOGIES)}"
+                )
+            require_non_negative(f"measured_t_bcast_s[{name!r}]", seconds)
+        if self.measured_t_bcast_s and self.workers is None:
+            raise UsageError("measured_t_bcast_s needs a fixed fleet (workers, or a fleet file)")
         require_positive("install_mb_per_s", self.install_mb_per_s)
         if self.chains is not None:
             require_int("chains", self.chains)

@@ -54,6 +54,9 @@ def bucket_s(inputs: PlanInputs, payload_gb: float, delta: bool = False) -> floa
 def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     """Modelled broadcast time of one topology at a fleet size (a fleet file fixes the size)."""
     i = inputs
+    measured = dict(i.measured_t_bcast_s)
+    if name in measured:
+        return measured[name]
     if name in BUCKET_ROWS:
         return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS)
     full, fleet = i.full_gb, i.fleet
