@@ -38,6 +38,7 @@ _LAZY: dict[str, str] = {
     "PublishConfig": ".publish.publisher",
     "PublishResult": ".publish.publisher",
     "Publisher": ".publish.publisher",
+    "ShardedPublisher": ".publish.shard",
     "resume": ".publish.resume",
     "resume_point": ".publish.resume",
     "ResumePoint": ".publish.resume",
@@ -103,6 +104,7 @@ if TYPE_CHECKING:
     from .io.tensors import to_numpy, to_torch
     from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
     from .publish.resume import ResumePoint, resume, resume_point
+    from .publish.shard import ShardedPublisher
     from .regions.config import Region, RegionsConfig, load_regions
     from .regions.probe import choose_region
     from .regions.roles import StoreRoles, store_roles
@@ -149,6 +151,7 @@ __all__ = [
     "ResumePoint",
     "RetryPolicy",
     "SafetensorsFile",
+    "ShardedPublisher",
     "SignatureError",
     "Signer",
     "Snapshot",

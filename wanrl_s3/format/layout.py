@@ -4,6 +4,7 @@
 <prefix>/LATEST                                   pointer, moved by compare-and-swap
 <prefix>/v/<version:012d>/manifest.json           immutable, created If-None-Match: *
 <prefix>/v/<version:012d>/<publish id>/<n:06d>.bin payload, written before the manifest
+<prefix>/v/<version:012d>/shares/<run id>/<rank:06d>.json  a rank's share (ShardedPublisher)
 <prefix>/workers/<worker id>.json                 each worker's status
 ```
 
@@ -22,6 +23,7 @@ LATEST_KEY = "LATEST"
 VERSIONS_DIR = "v"
 WORKERS_DIR = "workers"
 MANIFEST_NAME = "manifest.json"
+SHARES_DIR = "shares"
 MAX_VERSION = 10**12 - 1
 _VERSION_DIR_RE = re.compile(r"^v/(\d{12})/")
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -44,6 +46,15 @@ def manifest_key(version: int) -> str:
 def payload_key(version: int, relative: str) -> str:
     """The store key of a payload object named ``relative`` inside a version's directory."""
     return f"{version_dir(version)}/{relative}"
+
+
+def shares_dir(version: int, run_id: str) -> str:
+    """Where the ranks of run ``run_id`` post their shares of ``version`` (publish.shard)."""
+    return f"{version_dir(version)}/{SHARES_DIR}/{run_id}"
+
+
+def share_key(version: int, run_id: str, rank: int) -> str:
+    return f"{shares_dir(version, run_id)}/{rank:06d}.json"
 
 
 def version_of_key(key: str) -> int | None:

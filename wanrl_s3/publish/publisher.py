@@ -103,6 +103,21 @@ class PublishResult:
     latest_moved: bool
     density: float | None = None
 
+    @classmethod
+    def of(cls, manifest: Manifest, seconds: float, latest_moved: bool) -> PublishResult:
+        """The figures of a committed ``manifest``."""
+        return cls(
+            version=manifest.version,
+            kind=manifest.kind,
+            base_version=manifest.base_version,
+            raw_bytes=manifest.raw_bytes,
+            stored_bytes=manifest.stored_bytes,
+            tensors=len(manifest.tensors),
+            seconds=seconds,
+            latest_moved=latest_moved,
+            density=manifest.density,
+        )
+
     @property
     def throughput_mb_s(self) -> float:
         return self.raw_bytes / max(self.seconds, 1e-9) / 1e6
@@ -215,16 +230,8 @@ class Publisher:
         LATEST is already at or past it. ``progress`` gets each tensor's byte
         count once it is encoded and handed to the uploads.
         """
-        layout.check_version(version)
         start = time.monotonic()
-        self._check_claimable(version)
-        base = self._delta_base(version)
-        prior, self._base = self._base, None  # held bits change in place: invalid until commit
-        held = (
-            None
-            if not self._keeps_base
-            else (prior.bits if prior is not None and not prior.borrowed else {})
-        )
+        base, held = self._begin(version)
         draft = self._write(iter_items(tensors), version, base, held, progress)
         manifest = draft.manifest(self.run_id, version, metadata or {})
         if base is not None and self._delta_too_big(manifest):
@@ -234,28 +241,42 @@ class Publisher:
                 draft = self._write(iter_items(dict(source)), version, None, held)
                 manifest = draft.manifest(self.run_id, version, metadata or {})
         manifest = self._sign(manifest.validate())
-        self._commit_manifest(manifest, draft.writer)
-        pointer = self._pointer(manifest)
-        moved = all([latest.advance(store, manifest, pointer=pointer) for store in self.stores])
+        self._commit_manifest(manifest, (draft.writer.publish_id,), draft.writer.delete_objects)
+        moved = self._advance(manifest)
         if held is not None:
-            self._base = _Base(
-                version,
-                manifest.keyframe_version or version,
-                0 if manifest.kind == "full" else base.since_keyframe + 1,  # type: ignore[union-attr]
-                held,
-                manifest_hash=manifest.digest,
-            )
-        return PublishResult(
-            version=manifest.version,
-            kind=manifest.kind,
-            base_version=manifest.base_version,
-            raw_bytes=manifest.raw_bytes,
-            stored_bytes=manifest.stored_bytes,
-            tensors=len(manifest.tensors),
-            seconds=time.monotonic() - start,
-            latest_moved=moved,
-            density=manifest.density,
+            since = 0 if manifest.kind == "full" else base.since_keyframe + 1  # type: ignore[union-attr]
+            self._keep(manifest, held, since)
+        return PublishResult.of(manifest, time.monotonic() - start, moved)
+
+    # -- the steps, shared with publish.shard (each rank publishes a share) ----------
+    def _begin(self, version: int) -> tuple[_Base | None, dict[str, np.ndarray] | None]:
+        """Check ``version`` is claimable; the delta base, and the dict the new bits go into.
+
+        The held bits change in place while encoding, so the base is forgotten until
+        :meth:`_keep` restores it after a commit (a failed publish leaves no base).
+        """
+        layout.check_version(version)
+        self._check_claimable(version)
+        base = self._delta_base(version)
+        prior, self._base = self._base, None
+        if not self._keeps_base:
+            return base, None
+        return base, prior.bits if prior is not None and not prior.borrowed else {}
+
+    def _keep(self, manifest: Manifest, held: dict[str, np.ndarray], since_keyframe: int) -> None:
+        """Hold ``held`` (the bits just committed in ``manifest``) as the next delta's base."""
+        self._base = _Base(
+            manifest.version,
+            manifest.keyframe_version or manifest.version,
+            since_keyframe,
+            held,
+            manifest_hash=manifest.digest,
         )
+
+    def _advance(self, manifest: Manifest) -> bool:
+        """Move LATEST to ``manifest`` in every store; True if it moved everywhere."""
+        pointer = self._pointer(manifest)
+        return all([latest.advance(store, manifest, pointer=pointer) for store in self.stores])
 
     @property
     def _keeps_base(self) -> bool:
@@ -288,7 +309,10 @@ class Publisher:
         base: _Base | None,
         held: dict[str, np.ndarray] | None,
         progress: Callable[[int], None] | None = None,
+        *,
+        allow_empty: bool = False,
     ) -> _Draft:
+        """Encode and upload ``items``; ``allow_empty``: a rank's share may hold no tensor."""
         cfg = self.config
         writer = PayloadWriter(
             self.stores,
@@ -309,7 +333,7 @@ class Publisher:
         except BaseException:
             writer.abort()
             raise
-        if not entries:
+        if not entries and not allow_empty:
             raise UsageError("nothing to publish: the state dict has no tensors")
         if held is not None:
             for gone in set(held) - {e.name for e in entries}:
@@ -395,16 +419,26 @@ class Publisher:
             return manifest
         return manifest.with_signature(self.signer.sign(manifest.signing_bytes()))
 
-    def _commit_manifest(self, manifest: Manifest, writer: PayloadWriter) -> None:
-        """Create the manifest in each store in turn; stop at the first store that has one."""
+    def _commit_manifest(
+        self,
+        manifest: Manifest,
+        publish_ids: Sequence[str],
+        discard: Callable[[Sequence[ObjectStore]], None],
+    ) -> None:
+        """Create the manifest in each store in turn; stop at the first store that has one.
+
+        ``publish_ids``: the payload directories ``manifest`` references (one per rank's
+        share), by which a stored manifest is recognised as ours; ``discard`` removes that
+        payload from the stores given when the version was claimed by someone else.
+        """
         data = manifest.to_json()
         for i, store in enumerate(self.stores):
             try:
                 store.put_bytes(layout.manifest_key(manifest.version), data, if_none_match=True)
             except PreconditionFailedError as exc:
-                if _is_ours(store, manifest.version, data, writer.publish_id):
+                if _is_ours(store, manifest.version, data, publish_ids):
                     continue  # our create went through; its response was lost and the retry saw it
-                writer.delete_objects(self.stores[i:])
+                discard(self.stores[i:])
                 done = ", ".join(s.url for s in self.stores[:i])
                 raise VersionConflictError(
                     f"version {manifest.version} was claimed by another publisher at "
@@ -417,16 +451,18 @@ class Publisher:
                 ) from exc
 
 
-def _is_ours(store: ObjectStore, version: int, data: bytes, publish_id: str) -> bool:
+def _is_ours(store: ObjectStore, version: int, data: bytes, publish_ids: Sequence[str]) -> bool:
     """Whether the manifest stored for ``version`` is the one this publish sent.
 
     A conditional create whose response was lost is retried and then fails its
     precondition against itself; reading back what is stored tells a success from
-    a lost race. A stored manifest that names our payload (our random publish id)
-    is ours in every way that matters: its payload must not be deleted.
+    a lost race. A stored manifest that names our payload (one of our random publish
+    ids) is ours in every way that matters: its payload must not be deleted.
     """
     blob = get_or_none(store, layout.manifest_key(version))
-    return blob is not None and (blob.data == data or f'"{publish_id}/'.encode() in blob.data)
+    return blob is not None and (
+        blob.data == data or any(f'"{pid}/'.encode() in blob.data for pid in publish_ids)
+    )
 
 
 def _hold(arr: np.ndarray, reuse: np.ndarray | None) -> np.ndarray:

@@ -1,0 +1,315 @@
+"""Publishing one version from R trainer ranks: each uploads a share, one rank commits.
+
+Every rank calls :meth:`ShardedPublisher.publish` with the same version. Each
+encodes and uploads a disjoint share of the tensors with the single-process
+publisher's own code (:class:`~wanrl_s3.publish.publisher.Publisher`: same
+payload objects, codecs and commit protocol), then posts a share record in the
+store (:mod:`~wanrl_s3.publish.share_record`). The committing rank waits for
+all R records, checks them (same run, version and base, disjoint names, same
+tensor stream, every object landed), merges them into one manifest, signs it if
+it has a signer, creates it only if absent and moves LATEST: the commit
+protocol of a single publisher, so a version is visible only when whole. The
+other ranks wait for the manifest, check it holds their share, and return.
+
+Design choices, and why:
+
+- **Assignment** (:mod:`~wanrl_s3.publish.assign`): ``balanced`` when every rank
+  sees every tensor in the same order (verl's FSDP and Megatron-style
+  generators): greedy by bytes over the stream, computed identically on every
+  rank with no communication; ``own`` when ranks see only their shards: a rank
+  publishes what it sees, and duplicate names across shares are refused at the
+  merge.
+- **Rendezvous through the store** (:mod:`~wanrl_s3.publish.rendezvous`), not a
+  process group: it works across hosts and between independent processes, and
+  needs nothing from the trainer's collectives while they drain the weights
+  generator. A rank that dies means no commit: the committer times out
+  (``timeout_s``, on an injectable clock) with an error naming the missing ranks,
+  posts an abort so that the others stop waiting, and nothing becomes visible.
+  The other ranks wait for the commit too (at most ``2 * timeout_s``: the
+  committer may itself still be waiting), so each rank keeps its delta base only
+  for a version that really committed with its share in it; a rank that gives up
+  waiting posts an abort too, so that no committer later merges its stale record.
+- **Deltas**: each rank holds the base bits of its own share only. The
+  keyframe cadence counts committed versions, which every rank sees alike (from
+  the manifest it waits for), so all ranks agree on keyframe or delta. The
+  single publisher's "delta too big -> republish as keyframe" needs the merged
+  size, which only exists after the commit; republishing would upload the model
+  twice and rendezvous twice. Instead each tensor still falls back to its whole
+  bytes when its delta does not pay (as in Publisher), the oversized delta
+  version is committed as it is (valid and bit-exact), and every rank, seeing
+  the committed manifest's sizes, makes the *next* version a keyframe. A rank
+  that lost its base (a failed version) sends its share whole; a delta version
+  may hold whole tensors, so the version still commits.
+- ``run_id`` must be the same on every rank of one launch and new for every
+  launch (broadcast one from rank 0 at start, or derive it from the job id and
+  restart count): share records are keyed by it. A rank that finds its key taken
+  (another launch with the same id) refuses and aborts the version; records a
+  crashed launch left come with its abort marker unless a rank was killed
+  outright, which is why the id must not be reused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import StoreError, UsageError, VerificationError, VersionConflictError
+from ..fetch.chain import lineage, safe_lookup
+from ..format import layout
+from ..format.manifest import RUN_ID_RE, Manifest
+from ..io.tensors import StateDict, iter_items
+from ..store import SYSTEM_CLOCK, Clock, ObjectStore
+from ..units import require_int, require_positive
+from .assign import ShareSelector
+from .merge import merge
+from .publisher import PublishConfig, Publisher, PublishResult, _Base, _Draft
+from .rendezvous import Rendezvous
+from .share_record import ASSIGN_MODES, MAX_RANKS, ShareRecord
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    """Who this rank is among how many, and how they meet. Validated on creation."""
+
+    rank: int
+    ranks: int
+    assign: str
+    commit_rank: int
+    timeout_s: float
+    poll_s: float
+
+    def __post_init__(self) -> None:
+        if require_int("ranks", self.ranks) > MAX_RANKS:
+            raise UsageError(f"ranks must be at most {MAX_RANKS}, got {self.ranks}")
+        for name in ("rank", "commit_rank"):
+            value = require_int(name, getattr(self, name), minimum=0)
+            if value >= self.ranks:
+                raise UsageError(f"{name} must be below ranks ({self.ranks}), got {value}")
+        if self.assign not in ASSIGN_MODES:
+            raise UsageError(
+                f"assign must be one of {', '.join(ASSIGN_MODES)}, got {self.assign!r}"
+            )
+        require_positive("timeout_s", self.timeout_s)
+        require_positive("poll_s", self.poll_s)
+
+
+class ShardedPublisher:
+    """One rank's part in publishing versions from R ranks (see the module docstring).
+
+    Construct one on every rank with the same ``store``, ``config``, ``ranks``,
+    ``run_id`` and ``assign``; only the committing rank (``commit_rank``) needs a
+    ``signer``. Not thread-safe: one publish at a time per rank.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore | Sequence[ObjectStore],
+        config: PublishConfig | None = None,
+        *,
+        rank: int,
+        ranks: int,
+        run_id: str,
+        assign: str = "balanced",
+        commit_rank: int = 0,
+        signer: Any = None,
+        timeout_s: float = 600.0,
+        poll_s: float = 0.5,
+        clock: Clock | None = None,
+    ) -> None:
+        """``assign``: "balanced" (every rank sees every tensor) or "own" (each rank sees
+        and publishes only its own). ``timeout_s``: how long the committing rank waits for
+        the last share after its own. ``clock``: for tests (fake time)."""
+        self.spec = _Ranks(rank, ranks, assign, commit_rank, timeout_s, poll_s)
+        if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or run_id in (".", ".."):
+            raise UsageError(
+                f"run_id must be 1-128 characters of letters, digits and '._-', got {run_id!r}"
+            )
+        self._publisher = Publisher(store, config, run_id=run_id, signer=signer)
+        self.clock = clock or SYSTEM_CLOCK
+
+    @property
+    def run_id(self) -> str:
+        return self._publisher.run_id
+
+    @property
+    def config(self) -> PublishConfig:
+        return self._publisher.config
+
+    @property
+    def is_committer(self) -> bool:
+        return self.spec.rank == self.spec.commit_rank
+
+    def publish(
+        self,
+        tensors: StateDict,
+        version: int,
+        *,
+        metadata: Mapping[str, str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> PublishResult | None:
+        """Publish this rank's share of ``version``; return once the version is committed.
+
+        ``tensors``: every tensor (``balanced``) or this rank's own (``own``), as a
+        mapping or (name, tensor) pairs. Returns the PublishResult on the committing
+        rank and None on the others. ``metadata`` is taken from the committing rank.
+        Raises VersionConflictError if the version is taken (this share removed),
+        StoreError if a rank failed or did not arrive in time (nothing visible),
+        UsageError if the shares do not fit together (nothing visible).
+        """
+        start = time.monotonic()
+        base, held = self._publisher._begin(version)
+        meet = Rendezvous(
+            self._publisher.store, version, self.run_id, self.spec.ranks,
+            self.spec.timeout_s, self.spec.poll_s, self.clock,
+        )  # fmt: skip
+        draft, own = self._share(tensors, version, base, held, progress, meet)
+        if self.is_committer:
+            manifest, moved = self._commit(own, meet, metadata or {})
+        else:
+            manifest, moved = self._confirm(draft, own, meet), False
+        if held is not None:
+            self._publisher._keep(manifest, held, self._since_keyframe(manifest, base))
+        if not self.is_committer:
+            return None
+        return PublishResult.of(manifest, time.monotonic() - start, moved)
+
+    # -- every rank -------------------------------------------------------------
+    def _share(
+        self,
+        tensors: StateDict,
+        version: int,
+        base: _Base | None,
+        held: dict[str, Any] | None,
+        progress: Callable[[int], None] | None,
+        meet: Rendezvous,
+    ) -> tuple[_Draft, ShareRecord]:
+        """Encode and upload this rank's share, then post its record."""
+        spec = self.spec
+        selector = ShareSelector(spec.rank, spec.ranks, spec.assign)
+        items = selector.select(iter_items(tensors))
+        try:
+            draft = self._publisher._write(items, version, base, held, progress, allow_empty=True)
+        except BaseException as exc:
+            meet.abort(spec.rank, f"its share failed: {exc}")
+            raise
+        record = ShareRecord(
+            run_id=self.run_id,
+            version=version,
+            rank=spec.rank,
+            ranks=spec.ranks,
+            assign=spec.assign,
+            publish_id=draft.writer.publish_id,
+            share=draft.manifest(self.run_id, version, {}) if draft.entries else None,
+            stream_hash=selector.stream_hash(),
+        )
+        try:
+            meet.post(record)
+        except BaseException as exc:
+            meet.abort(spec.rank, f"its share record could not be posted: {exc}")
+            draft.writer.delete_objects()
+            raise
+        return draft, record
+
+    def _since_keyframe(self, manifest: Manifest, base: _Base | None) -> int:
+        """Versions since the keyframe, as every rank counts them from the committed manifest.
+
+        A delta version over the fraction makes the next version a keyframe on every
+        rank (the single publisher republishes it instead; see the module docstring).
+        """
+        cfg = self.config
+        if manifest.kind == "full":
+            return 0
+        if self._publisher._delta_too_big(manifest):
+            return cfg.keyframe_every
+        if base is not None and base.version == manifest.base_version:
+            return base.since_keyframe + 1
+        return len(lineage(manifest, safe_lookup(self._manifest))) - 1  # this rank had no base
+
+    def _manifest(self, version: int) -> Manifest:
+        data = self._publisher.store.get_bytes(layout.manifest_key(version))
+        return Manifest.from_json(data, expect_version=version)
+
+    def _discard(self, records: Sequence[ShareRecord], stores: Sequence[ObjectStore]) -> None:
+        """Remove the payload of ``records`` from ``stores`` (best effort; gc collects the rest)."""
+        if not records:
+            return
+        version = records[0].version
+        keys = [layout.payload_key(version, key) for r in records for key in r.object_keys]
+        for store in stores:
+            with contextlib.suppress(StoreError):
+                store.delete(keys)
+
+    # -- the committing rank ----------------------------------------------------------
+    def _commit(
+        self, own: ShareRecord, meet: Rendezvous, metadata: Mapping[str, str]
+    ) -> tuple[Manifest, bool]:
+        pub, records = self._publisher, [own]
+        try:
+            records = meet.gather(own)
+            manifest = merge(records, metadata=metadata, created_at_s=time.time())
+            _check_landed(pub.stores, records)
+            manifest = pub._sign(manifest.validate())
+        except BaseException as exc:
+            meet.abort(self.spec.rank, f"the committing rank gave up: {exc}")
+            self._discard(records, pub.stores)
+            raise
+        try:
+            pub._commit_manifest(
+                manifest,
+                [r.publish_id for r in records],
+                lambda stores: self._discard(records, stores),
+            )
+        except VersionConflictError as exc:
+            meet.abort(self.spec.rank, str(exc))
+            raise
+        meet.clear(range(self.spec.ranks))
+        return manifest, pub._advance(manifest)
+
+    # -- the other ranks --------------------------------------------------------------
+    def _confirm(self, draft: _Draft, own: ShareRecord, meet: Rendezvous) -> Manifest:
+        """Wait for the commit; the manifest, if it holds this share."""
+        wait_s = 2 * self.spec.timeout_s
+        try:
+            manifest = meet.await_manifest(wait_s)
+        except StoreError:
+            if meet.aborted() is not None:  # no commit will come: this share is garbage now
+                draft.writer.delete_objects()
+            else:  # the committer may still commit it: keep the share, but stop later ranks
+                meet.abort(self.spec.rank, f"gave up waiting {wait_s:g} s for the commit")
+            raise
+        if not _holds(manifest, own):
+            draft.writer.delete_objects()
+            raise VersionConflictError(
+                f"v{own.version} was committed by another publisher (run {manifest.run_id!r}) "
+                f"at {self._publisher.store.url}; this rank's share was removed"
+            )
+        return manifest
+
+
+def _holds(manifest: Manifest, record: ShareRecord) -> bool:
+    """Whether ``manifest`` is our version: our run, with this share's objects and tensors."""
+    if manifest.run_id != record.run_id:
+        return False
+    if not set(record.object_keys) <= {o.key for o in manifest.objects}:
+        return False
+    tensors = () if record.share is None else record.share.tensors
+    return all(manifest.by_name.get(t.name) == t for t in tensors)
+
+
+def _check_landed(stores: Sequence[ObjectStore], records: Sequence[ShareRecord]) -> None:
+    """Every object a share names exists, at its recorded size, in every store."""
+    version = records[0].version
+    for store in stores:
+        sizes = {o.key: o.size for o in store.list(layout.version_dir(version) + "/")}
+        for r in records:
+            for obj in () if r.share is None else r.share.objects:
+                found = sizes.get(layout.payload_key(version, obj.key))
+                if found != obj.size:
+                    raise VerificationError(
+                        f"v{version}: rank {r.rank}'s share names {obj.key!r} of {obj.size} "
+                        f"bytes, but {store.url} holds "
+                        + ("no such object" if found is None else f"{found} bytes")
+                    )
