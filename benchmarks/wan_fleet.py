@@ -343,7 +343,7 @@ def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], 
             fleet=fleet, workers=len(fleet), poll_interval_s=args.poll_interval_s,
             install_mb_per_s=install.full_mb_per_s, chains=args.chains, chunk_mb=CHUNK_BYTES / 1e6,
             uplink_mbps=args.chains * max(w.downlink_mbps for w in fleet.workers) * 2,
-            upload_mbps=1e6,
+            upload_mbps=1e6, cdn="none",  # no CDN was measured; the star stays modelled
         )  # fmt: skip
         picks = []
         for given in (inputs, replace(inputs, measured_t_bcast_s=measured)):
