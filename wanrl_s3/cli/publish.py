@@ -10,14 +10,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 from ..errors import UsageError, VerificationError
 from ..fetch.files import local_snapshot
-from ..fetch.subscriber import Subscriber
+from ..fetch.streamed_base import StreamedBase
+from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.signing import Signer
-from ..io.safetensors_file import iter_source, read_source
-from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher
-from ..publish.resume import resume
+from ..io.pages import release
+from ..io.safetensors_file import SafetensorsFile, read_source
+from ..io.source import StreamedSource
+from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
+from ..publish.resume import resume, resume_point
+from ..store import ObjectStore
 from ..units import MiB
 from .common import (
     add_regions_arg,
@@ -91,15 +98,56 @@ def run(args: argparse.Namespace) -> int:
     )
     stores = roles_from_args(args).publish()
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
-    publisher = Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
-    if args.delta != "never":
-        _resume(publisher, args.base)
-    tensors = dict(iter_source(files))
-    bar = ProgressBar(sum(a.nbytes for a in tensors.values()), f"publish v{args.version}")
+
+    def publisher() -> Publisher:
+        return Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
+
+    with Subscriber(stores[0]) as sub:
+        pub = publisher()
+        base = _resume(pub, sub, args.base) if args.delta != "never" else None
+        try:
+            result = _publish(pub, files, base, args.version)
+        except VerificationError:
+            if not isinstance(base, StreamedBase) or base.failed is None:
+                raise
+            print(
+                f"v{base.version} does not verify ({base.failed}): publishing a keyframe",
+                file=sys.stderr,
+            )
+            result = _publish(publisher(), files, None, args.version)
+    _print(args, stores, result)
+    return 0
+
+
+def _publish(
+    publisher: Publisher,
+    files: list[SafetensorsFile],
+    base: Mapping[str, np.ndarray] | None,
+    version: int,
+) -> PublishResult:
+    """Publish the files' tensors, one resident at a time, with the base's alongside:
+    a streamed base is loaded just before its tensor is encoded, and every base
+    tensor (a file's, or a streamed one) is let go of right after."""
+
+    def before(name: str) -> None:
+        if isinstance(base, StreamedBase):
+            base.load(name)
+
+    def after(name: str) -> None:
+        if isinstance(base, StreamedBase):
+            base.drop(name)
+        elif base is not None and name in base:
+            release(base[name])
+
+    source = StreamedSource(files, before=before, after=after)
+    bar = ProgressBar(sum(a.nbytes for a in source.values()), f"publish v{version}")
     try:
-        result = publisher.publish(tensors, args.version, progress=bar.update)
+        return publisher.publish(source, version, progress=bar.update)
     finally:
         bar.close()
+
+
+def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: PublishResult) -> None:
     if args.json:
         emit_json(
             {
@@ -123,23 +171,37 @@ def run(args: argparse.Namespace) -> int:
             f"{human_bytes(result.stored_bytes)} stored, {result.seconds:.2f} s "
             f"({result.throughput_mb_s:,.0f} MB/s of tensors)"
         )
-    return 0
 
 
-def _resume(publisher: Publisher, base_path: str | None) -> None:
-    """Continue from the store's newest version (verified), so a delta can go out."""
+def _resume(
+    publisher: Publisher, sub: Subscriber, base_path: str | None
+) -> Mapping[str, np.ndarray] | None:
+    """Continue from the store's newest version (verified), so a delta can go out.
+
+    The base is ``--base FILE`` (checked against the manifest, then mapped), or
+    else the newest version itself, streamed in a tensor at a time while the
+    delta is encoded (:class:`StreamedBase`). Returns what was adopted, if anything.
+    """
     base = None
     if base_path:
-        with Subscriber(publisher.store) as sub:
-            base = local_snapshot(base_path, sub)
+        base = local_snapshot(base_path, sub)
         if base is None:
             print(
                 f"--base {base_path} holds no published version: downloading the newest one",
                 file=sys.stderr,
             )
+    if base is None:
+        point = resume_point(sub)
+        if point is not None:
+            base = Snapshot(point.version, StreamedBase(sub, point.version))
     try:
-        resume(publisher, base=base)
+        point = resume(publisher, base=base)
     except UsageError as exc:
         raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
     except VerificationError as exc:  # only a --base file can fail here (see resume)
         raise type(exc)(f"--base {base_path} is not the version it claims: {exc}") from exc
+    if base is None or point is None:
+        return None
+    # resume adopts no unsigned base for a publisher that signs: nothing to stream then
+    unsigned = publisher.signer is not None and sub.manifest(point.version).signature is None
+    return None if unsigned else base.tensors

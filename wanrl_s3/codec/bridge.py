@@ -53,7 +53,7 @@ def encode_delta(
 
 
 def apply_delta(
-    data: bytes | bytearray, dest: np.ndarray, *, base: np.ndarray | None = None
+    data: bytes | bytearray | memoryview, dest: np.ndarray, *, base: np.ndarray | None = None
 ) -> None:
     """``dest`` = ``base`` (default: ``dest`` itself) XOR a delta payload, bit-exact.
 

@@ -6,14 +6,14 @@ at once, each piece landing directly in its slice of the tensor's buffer;
 neighbouring small jobs in the same object are merged into one request (one
 round trip instead of dozens for a model's norm weights) and scattered after.
 A dropped connection resumes at the last byte received (the store's
-``read_into``); the caller verifies hashes once everything has arrived.
+``read_into``). :mod:`wanrl_s3.fetch.stream` runs the requests and verifies each
+tensor as soon as its requests have landed.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -29,26 +29,27 @@ class ReadJob:
     key: str
     offset: int
     dest: memoryview  # exactly the bytes wanted; len(dest) bytes from offset
+    tag: object = None  # the caller's: which tensor the bytes are for (kept by split pieces)
 
 
 @dataclass(frozen=True)
-class _Request:
+class Request:
     key: str
     offset: int
     length: int
     targets: tuple[ReadJob, ...]  # one job read in place, or several to scatter
 
 
-def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[_Request]:
+def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[Request]:
     """Split big jobs, merge adjacent small ones; pure, so it is tested on its own."""
-    requests: list[_Request] = []
+    requests: list[Request] = []
     pending: list[ReadJob] = []
 
     def flush() -> None:
         if pending:
             start = pending[0].offset
             end = pending[-1].offset + len(pending[-1].dest)
-            requests.append(_Request(pending[0].key, start, end - start, tuple(pending)))
+            requests.append(Request(pending[0].key, start, end - start, tuple(pending)))
             pending.clear()
 
     for job in sorted(jobs, key=lambda j: (j.key, j.offset)):
@@ -58,8 +59,8 @@ def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[_Request]:
         if size >= range_bytes:
             flush()
             for lo in range(0, size, range_bytes):
-                piece = ReadJob(job.key, job.offset + lo, job.dest[lo : lo + range_bytes])
-                requests.append(_Request(job.key, piece.offset, len(piece.dest), (piece,)))
+                piece = ReadJob(job.key, job.offset + lo, job.dest[lo : lo + range_bytes], job.tag)
+                requests.append(Request(job.key, piece.offset, len(piece.dest), (piece,)))
             continue
         if pending and (
             pending[-1].key != job.key
@@ -72,7 +73,8 @@ def plan_requests(jobs: Iterable[ReadJob], range_bytes: int) -> list[_Request]:
     return requests
 
 
-def _run(store: ObjectStore, req: _Request, progress: Progress | None) -> None:
+def run_request(store: ObjectStore, req: Request, progress: Progress | None) -> None:
+    """One ranged GET into its job's buffer, or into a bounce buffer scattered to several."""
     if len(req.targets) == 1:
         _read(store, req.key, req.offset, req.targets[0].dest)
     else:
@@ -98,30 +100,6 @@ def _read(store: ObjectStore, key: str, offset: int, dest: memoryview) -> None:
         raise VerificationError(
             f"payload object {key} is missing from {store.url}: the version is damaged"
         ) from exc
-
-
-def read_all(
-    store: ObjectStore,
-    jobs: Iterable[ReadJob],
-    pool: Executor,
-    *,
-    range_bytes: int,
-    progress: Progress | None = None,
-    cancel: threading.Event | None = None,
-) -> int:
-    """Run every job on ``pool``; return the bytes moved. The first failure is raised.
-
-    ``cancel`` lets a caller abandon a download (a newer version appeared):
-    requests not yet started are skipped.
-    """
-    requests = plan_requests(jobs, range_bytes)
-
-    def task(req: _Request) -> None:
-        if cancel is None or not cancel.is_set():
-            _run(store, req, progress)
-
-    wait_all([pool.submit(task, r) for r in requests])
-    return sum(r.length for r in requests)
 
 
 def wait_all(futures: Sequence[Future[T]]) -> list[T]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -25,7 +26,6 @@ import numpy as np
 from ..codec import bridge as codec_bridge
 from ..codec import decode_full
 from ..errors import (
-    FetchCancelled,
     ManifestError,
     NotFoundError,
     UsageError,
@@ -36,14 +36,18 @@ from ..format import dtypes, hashing, layout
 from ..format import latest as latest_pointer
 from ..format.latest import Latest
 from ..format.manifest import Manifest, TensorEntry
+from ..io.pages import release
 from ..io.tensors import byte_view
 from ..store import ObjectStore
 from ..units import MiB, require_int
 from .chain import HAVE, FetchPlan, Recipe, lineage, plan_fetch, safe_lookup
-from .download import Progress, ReadJob, read_all
+from .download import Progress
+from .stream import Streamer, Tensor
 
 log = logging.getLogger(__name__)
 PREFETCH_MANIFESTS = 64  # at most this many manifests below a target are fetched at once
+# payload bytes held in buffers while a version streams in: 16 requests of 4 MiB in flight
+WINDOW_BYTES = 64 * MiB
 Allocator = Callable[[TensorEntry], np.ndarray]
 
 
@@ -57,7 +61,8 @@ class Snapshot:
     downloaded_bytes: int = 0
     path: tuple[int, ...] = field(default=())  # versions whose payload was read
     download_s: float = 0.0
-    verify_s: float = 0.0  # hash checks and delta decoding
+    verify_s: float = 0.0  # hash checks and decoding left once the last byte arrived
+    peak_buffer_bytes: int = 0  # the most payload held in buffers at once (the window's peak)
 
     def items(self) -> Iterator[tuple[str, np.ndarray]]:
         return iter(self.tensors.items())
@@ -66,6 +71,14 @@ class Snapshot:
         from ..io.tensors import to_torch
 
         return {name: to_torch(arr, device) for name, arr in self.tensors.items()}
+
+
+class VerifiedOnLoad(Mapping[str, np.ndarray]):
+    """Tensors of ``manifest`` that are fetched and verified when loaded, not up front
+    (:class:`~wanrl_s3.fetch.streamed_base.StreamedBase`): :meth:`Subscriber.verify_local`
+    takes them as they are instead of hashing arrays that are not filled yet."""
+
+    manifest: Manifest
 
 
 def _alloc(entry: TensorEntry) -> np.ndarray:
@@ -83,13 +96,22 @@ class Subscriber:
         range_bytes: int = 64 * MiB,  # one GET per default-sized payload object
         verifier: Any = None,
         manifest_cache: int = 256,
+        window_bytes: int = WINDOW_BYTES,
     ) -> None:
+        """``window_bytes`` bounds the coded and delta payload held while a version streams
+        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone."""
         require_int("concurrency", concurrency)
         require_int("range_bytes", range_bytes)
+        require_int("window_bytes", window_bytes)
         self.store = store
         self.range_bytes = range_bytes
+        self.window_bytes = window_bytes
+        self.concurrency = concurrency
         self.verifier = verifier
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-get")
+        # checks and decodes: CPU-bound, so one per core; more would only hold more tensors
+        # (output pages, a local base's) resident at once while a version streams in
+        self._check_pool = ThreadPoolExecutor(_cores(), thread_name_prefix="wanrl-check")
         # manifests get their own threads: a plan made while a download fills _pool
         # (the watcher's abandon check) must not queue behind its payload reads
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
@@ -107,6 +129,7 @@ class Subscriber:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        self._check_pool.shutdown(wait=True, cancel_futures=True)
         self._meta_pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self) -> Subscriber:
@@ -308,7 +331,7 @@ class Subscriber:
         None when no version matches (the caller then pulls in full).
         """
         mine = {
-            name: (dtypes.of_numpy(a.dtype).name, tuple(a.shape), hashing.digest(_bytes(a)))
+            name: (dtypes.of_numpy(a.dtype).name, tuple(a.shape), _digest(a))
             for name, a in tensors.items()
         }
         for version in reversed(self.versions()):
@@ -325,6 +348,9 @@ class Subscriber:
     def verify_local(self, snapshot: Snapshot) -> Manifest:
         """Check that a local copy holds exactly the published tensors of its version."""
         m = self.manifest(snapshot.version)
+        tensors = snapshot.tensors
+        if isinstance(tensors, VerifiedOnLoad) and tensors.manifest.digest == m.digest:
+            return m  # each tensor is checked against this very manifest as it is loaded
         if set(snapshot.tensors) != set(m.by_name):
             raise VerificationError(
                 f"the local copy's tensor names differ from version {m.version}'s"
@@ -334,8 +360,7 @@ class Subscriber:
             if (
                 arr.dtype != dtypes.by_name(entry.dtype).numpy
                 or tuple(arr.shape) != entry.shape
-                or hashing.digest(byte_view(arr if arr.flags.c_contiguous else arr.copy()))
-                != entry.hash
+                or _digest(arr) != entry.hash
             ):
                 raise VerificationError(
                     f"tensor {name!r} of the local copy is not the one "
@@ -373,6 +398,15 @@ class Subscriber:
             plan = plan_fetch(plan.target, safe_lookup(self.manifest), None)
             return self._materialize(plan, None, alloc or _alloc, progress, cancel)
 
+    def fetch_tensor(self, plan: FetchPlan, name: str, out: np.ndarray) -> None:
+        """Tensor ``name`` of ``plan``'s target into ``out``, verified; for a base adopted
+        lazily (:class:`~wanrl_s3.fetch.streamed_base.StreamedBase`), one tensor at a time."""
+        recipe = [r for r in plan.recipes if r.name == name]
+        if not recipe:
+            raise NotFoundError(f"version {plan.target.version} has no tensor {name!r}")
+        one = FetchPlan(plan.steps, plan.have_version, tuple(recipe))
+        self._materialize(one, None, lambda _: out, None, None)
+
     def stream(
         self,
         on_tensor: Callable[[str, np.ndarray], None],
@@ -398,82 +432,57 @@ class Subscriber:
         progress: Progress | None,
         cancel: threading.Event | None,
     ) -> Snapshot:
+        """Stream the plan into ``alloc``'s arrays, every tensor checked as it completes.
+
+        The local tensors that recipes starting from ``have`` read are checked
+        first, before anything downloads. ``download_s`` ends when the last byte
+        arrived; ``verify_s`` is the checking and decoding left after that.
+        """
         target = plan.target
         start = time.monotonic()
         outputs = {r.name: alloc(target.by_name[r.name]) for r in plan.recipes}
-        payloads: dict[tuple[int, str], bytearray] = {}
-        bases: dict[str, np.ndarray] = {}
-        jobs = list(self._jobs(plan, outputs, payloads, bases, have))
-        moved = read_all(
+        bases = {
+            r.name: _have_tensor(r, outputs[r.name], have)
+            for r in plan.recipes
+            if r.start_step == HAVE
+        }
+        streamer = Streamer(
             self.store,
-            jobs,
             self._pool,
+            self._check_pool,
+            plan,
             range_bytes=self.range_bytes,
+            window_bytes=self.window_bytes,
+            concurrency=self.concurrency,
             progress=progress,
             cancel=cancel,
         )
-        if cancel is not None and cancel.is_set():
-            raise FetchCancelled(f"the download of version {target.version} was abandoned")
-        downloaded = time.monotonic()
-        checks = [
-            self._pool.submit(self._finish, plan, r, outputs[r.name], payloads, bases.get(r.name))
-            for r in plan.recipes
-        ]
-        for c in checks:
-            c.result()
+        flight = streamer.run(outputs, bases, lambda t: self._finish(plan, t))
+        done = time.monotonic()
+        downloaded = max(start, min(flight.last_byte_s, done))
         return Snapshot(
             target.version,
             outputs,
             target,
-            moved,
+            flight.moved_bytes,
             tuple(m.version for m in plan.steps if m.version != plan.have_version),
             downloaded - start,
-            time.monotonic() - downloaded,
+            done - downloaded,
+            peak_buffer_bytes=flight.peak_bytes,
         )
 
-    def _jobs(
-        self,
-        plan: FetchPlan,
-        outputs: dict[str, np.ndarray],
-        payloads: dict[tuple[int, str], bytearray],
-        bases: dict[str, np.ndarray],
-        have: Snapshot | None,
-    ) -> Iterator[ReadJob]:
-        """The downloads, into ``outputs`` and ``payloads``; ``bases`` gets the local tensors
-        that recipes starting from ``have`` read (checked now, before anything downloads)."""
-        for r in plan.recipes:
-            dest = outputs[r.name]
-            if r.start_step == HAVE:
-                bases[r.name] = _have_tensor(r, dest, have)
-            elif r.start is not None and r.start.encoding == "planes":
-                coded = bytearray(r.start.stored_bytes)  # decoded into dest once verified
-                payloads[(r.start_step, r.name)] = coded
-                yield from _segment_jobs(plan.steps[r.start_step], r.start, memoryview(coded))
-            else:
-                yield from _segment_jobs(plan.steps[r.start_step], r.start, byte_view(dest))
-            for step, entry in r.deltas:
-                buf = bytearray(entry.stored_bytes)
-                payloads[(step, r.name)] = buf
-                yield from _segment_jobs(plan.steps[step], entry, memoryview(buf))
-
-    def _finish(
-        self,
-        plan: FetchPlan,
-        r: Recipe,
-        dest: np.ndarray,
-        payloads: dict[tuple[int, str], bytearray],
-        base: np.ndarray | None,
-    ) -> None:
+    def _finish(self, plan: FetchPlan, t: Tensor) -> None:
         """Verify what arrived, apply the deltas in order, verify the result.
 
-        A recipe that starts from the local copy (``base``) decodes its first
+        A recipe that starts from the local copy (``t.base``) decodes its first
         delta from there straight into ``dest``: one pass instead of a copy and
         then an in-place pass.
         """
+        r, dest, base = t.recipe, t.dest, t.base
         if r.start is not None:
-            self._finish_start(plan, r, r.start, dest, payloads)
+            self._finish_start(plan, r, r.start, dest, t.buffers.get(r.start_step))
         for step, entry in r.deltas:
-            data = payloads.pop((step, r.name))
+            data = byte_view(t.buffers[step])
             if hashing.digest(data) != entry.stored_hash:
                 raise VerificationError(
                     f"delta of tensor {r.name!r} in version "
@@ -496,30 +505,29 @@ class Subscriber:
         r: Recipe,
         start: TensorEntry,
         dest: np.ndarray,
-        payloads: dict[tuple[int, str], bytearray],
+        stored: np.ndarray | None,
     ) -> None:
         """The whole copy a recipe starts from: verified as stored, then decoded if coded."""
-        stored = payloads.pop((r.start_step, r.name), None)
-        if hashing.digest(byte_view(dest) if stored is None else stored) != start.stored_hash:
+        data = byte_view(dest if stored is None else stored)
+        if hashing.digest(data) != start.stored_hash:
             raise VerificationError(
                 f"tensor {r.name!r} of version {plan.steps[r.start_step].version}: "
                 "bytes do not match the manifest's hash"
             )
         if stored is not None:
-            decode_full(stored, dest, dtype=start.dtype)
+            decode_full(data, dest, dtype=start.dtype)
 
 
-def _bytes(arr: np.ndarray) -> memoryview:
-    return byte_view(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _segment_jobs(m: Manifest, entry: TensorEntry | None, dest: memoryview) -> Iterator[ReadJob]:
-    if entry is None:
-        return
-    pos = 0
-    for seg in entry.segments:
-        yield ReadJob(m.payload_key(seg.key), seg.offset, dest[pos : pos + seg.length])
-        pos += seg.length
+def _digest(arr: np.ndarray) -> str:
+    """The BLAKE3 of a local tensor; a file's pages are given back once hashed, so checking
+    a whole file keeps one tensor resident, not the file."""
+    digest = hashing.digest(byte_view(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)))
+    release(arr)
+    return digest
 
 
 def _have_tensor(r: Recipe, dest: np.ndarray, have: Snapshot | None) -> np.ndarray:

@@ -28,6 +28,7 @@ from ..errors import LocalIOError, UsageError
 from ..format import dtypes
 from ..format.manifest import check_tensor
 from ..units import MiB
+from .pages import flush, map_file, release
 
 FILE_MODE = 0o644  # what we write is a model for other processes (and users) to read
 
@@ -74,16 +75,14 @@ class SafetensorsFile:
         self.metadata, self.specs, self._offsets = _parse_header(
             header, self.path, size - self.data_start
         )
-        self._mmap: np.memmap | None = None
+        self._mmap: np.ndarray | None = None
 
     def _map(self) -> np.ndarray:
+        """The data section, mapped once; read-only maps are shared, so their pages can be
+        given back tensor by tensor (:func:`wanrl_s3.io.pages.release`)."""
         if self._mmap is None:
-            total = os.path.getsize(self.path) - self.data_start
-            if total == 0:
-                return np.empty(0, np.uint8)
-            self._mmap = np.memmap(
-                self.path, np.uint8, self._mode, offset=self.data_start, shape=(total,)
-            )
+            whole = map_file(self.path, mode=self._mode)
+            self._mmap = whole[self.data_start :] if whole.size else whole
         return self._mmap
 
     def array(self, name: str) -> np.ndarray:
@@ -207,14 +206,10 @@ class SafetensorsWriter:
         self.total_bytes = self.data_start + pos
         self._tmp = _preallocated_tmp(path, len(blob).to_bytes(8, "little") + blob, pos)
         try:
-            self._mmap = (
-                np.memmap(self._tmp, np.uint8, "r+", offset=self.data_start, shape=(pos,))
-                if pos
-                else np.empty(0, np.uint8)
-            )
-        except OSError as exc:
+            self._mmap = map_file(self._tmp, mode="r+")[self.data_start :]
+        except LocalIOError:
             self._tmp.unlink(missing_ok=True)
-            raise LocalIOError.wrap(f"cannot map {self._tmp}", exc) from exc
+            raise
 
     def array(self, name: str) -> np.ndarray:
         """A writable array for the named tensor, backed by the file."""
@@ -234,8 +229,8 @@ class SafetensorsWriter:
         anyway (a worker re-verifies its file when it starts), so it is opt-in.
         """
         try:
-            if durable and isinstance(self._mmap, np.memmap):
-                self._mmap.flush()
+            if durable:
+                flush(self._mmap)
             self._mmap = np.empty(0, np.uint8)
             os.replace(self._tmp, self.path)
         except OSError as exc:
@@ -323,11 +318,15 @@ def write_file(
     tensors: Mapping[str, np.ndarray],
     metadata: Mapping[str, str] | None = None,
 ) -> Path:
-    """Write numpy arrays as a .safetensors file (atomically)."""
+    """Write numpy arrays as a .safetensors file (atomically), one tensor resident at a time
+    when they come from files too (each tensor's pages are released once copied)."""
     specs = [
         TensorSpec(n, dtypes.of_numpy(a.dtype).name, tuple(a.shape)) for n, a in tensors.items()
     ]
     with SafetensorsWriter(path, specs, metadata) as w:
         for name, arr in tensors.items():
-            w.array(name)[...] = arr
+            out = w.array(name)
+            out[...] = arr
+            release(out)  # written to the file: its pages need not stay in this process
+            release(arr)
         return w.commit()

@@ -1,0 +1,126 @@
+"""Memory maps whose pages a reader or writer lets go of once it is done with a tensor.
+
+Every byte a process touches through a memory map stays in its resident set
+until the map goes away: a pull that writes a 1 GiB file through a map ends
+with 1 GiB resident, a ``pull --have`` that also reads the old file ends with
+2 GiB, although neither needs more than the tensor it is working on. The maps
+made here can give pages back, tensor by tensor:
+
+- a *shared file map* (a file read, or written in place), :func:`release`: the
+  pages leave this process but the data stays in the file and the page cache;
+  touching the array again reads it back (a minor fault while it is cached);
+- a *scratch map* (private anonymous memory from :func:`scratch`), :func:`discard`:
+  nothing is resident until written, and a discarded range is freed (zeros after).
+
+Private (copy-on-write) file maps are never released: a page written through
+one exists nowhere else.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import LocalIOError
+
+PAGE_BYTES = mmap.PAGESIZE
+
+
+class _Map(mmap.mmap):
+    """A map that knows what releasing its pages means: ``kind`` is "shared" (a file,
+    data kept), "private" (copy-on-write: never released) or "scratch" (freed)."""
+
+    kind: str
+    address: int
+
+
+def map_file(path: str | os.PathLike[str], *, mode: str) -> np.ndarray:
+    """The whole file as a flat uint8 array: ``r`` (shared, read-only), ``r+`` (shared,
+    writable) or ``c`` (private copy-on-write). An empty file maps to an empty array."""
+    access = {"r": mmap.ACCESS_READ, "r+": mmap.ACCESS_WRITE, "c": mmap.ACCESS_COPY}[mode]
+    try:
+        with open(path, "r+b" if mode == "r+" else "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                return np.empty(0, np.uint8)
+            mm = _Map(f.fileno(), size, access=access)
+    except OSError as exc:
+        raise LocalIOError.wrap(f"cannot map {path}", exc) from exc
+    mm.kind = "private" if mode == "c" else "shared"
+    return _array(mm)
+
+
+def scratch(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An array over fresh private anonymous memory: no page is resident until written."""
+    dt = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    if nbytes == 0:
+        return np.empty(shape, dt)
+    mm = _Map(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mm.kind = "scratch"
+    return _array(mm)[:nbytes].view(dt).reshape(shape)
+
+
+def _array(mm: _Map) -> np.ndarray:
+    flat = np.frombuffer(mm, np.uint8)
+    mm.address = flat.ctypes.data
+    return flat
+
+
+def _root(arr: np.ndarray) -> _Map | None:
+    obj: Any = arr
+    while isinstance(obj, np.ndarray):
+        obj = obj.base
+    if isinstance(obj, memoryview):
+        obj = obj.obj
+    return obj if isinstance(obj, _Map) else None
+
+
+def release(arr: np.ndarray) -> int:
+    """Give back the pages of a shared file map behind ``arr``; the bytes released.
+
+    The range is widened to whole pages: their data stays in the file, so a
+    neighbouring tensor loses nothing and reads it back when touched. Anything
+    else (private maps, scratch, ordinary arrays) is left alone: 0.
+    """
+    mm = _root(arr)
+    if mm is None or mm.kind != "shared" or mm.closed or arr.nbytes == 0:
+        return 0
+    start = arr.ctypes.data - mm.address
+    end = start + arr.nbytes
+    return _advise(mm, start - start % PAGE_BYTES, -(-end // PAGE_BYTES) * PAGE_BYTES)
+
+
+def discard(arr: np.ndarray) -> int:
+    """Free the scratch pages only ``arr`` covers (see :func:`scratch`); the bytes freed.
+
+    Their contents are gone (they read as zeros after): call it when done with
+    them. The range is narrowed to whole pages so a neighbour keeps its bytes.
+    Anything not scratch is left alone: 0.
+    """
+    mm = _root(arr)
+    if mm is None or mm.kind != "scratch" or mm.closed or arr.nbytes == 0:
+        return 0
+    start = arr.ctypes.data - mm.address
+    end = start + arr.nbytes
+    return _advise(
+        mm, -(-start // PAGE_BYTES) * PAGE_BYTES, end if end == len(mm) else end - end % PAGE_BYTES
+    )
+
+
+def _advise(mm: _Map, lo: int, hi: int) -> int:
+    hi = min(hi, len(mm))
+    if hi <= lo:
+        return 0
+    mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+    return hi - lo
+
+
+def flush(arr: np.ndarray) -> None:
+    """Write a shared file map's dirty pages to disk (msync); other arrays: nothing to do."""
+    mm = _root(arr)
+    if mm is not None and mm.kind == "shared" and not mm.closed:
+        mm.flush()
