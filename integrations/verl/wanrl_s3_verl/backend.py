@@ -11,8 +11,9 @@ verl builds the engine on two kinds of process (notes/verl-0.9.1.md, section 3):
 
 * trainer ranks pass ``is_master``: the master publishes each sync's weights (cast to
   bf16, an XOR delta against its last publication, keyframes as configured) as
-  version ``global_steps``; the other ranks drain verl's generator, whose FSDP
-  all-gathers need every rank in lockstep;
+  version ``global_steps``, by default on a background thread once they are copied to
+  host memory (:mod:`wanrl_s3_verl.trainer_side`); the other ranks drain verl's
+  generator, whose FSDP all-gathers need every rank in lockstep;
 * rollout ranks (``CheckpointEngineWorker``) pass no ``is_master``: a background
   :class:`~wanrl_s3.watch.Watcher` keeps the newest verified version in host memory,
   and ``receive_weights`` hands over whatever is ready without waiting for a
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, Generator, Iterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import torch
@@ -34,164 +35,21 @@ from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegist
 
 from wanrl_s3 import (
     InstallResult,
-    PublishConfig,
-    Publisher,
-    PublishResult,
-    Signer,
     Snapshot,
     Subscriber,
     Verifier,
     WatchConfig,
     Watcher,
-    resume,
     to_torch,
 )
-from wanrl_s3.errors import StoreError, UsageError, VersionConflictError
+from wanrl_s3.errors import UsageError
 
-from .clock import ClockTicker
 from .config import EngineSettings
+from .trainer_side import TrainerSide, Weights
 from .versions import StepStatusWriter
 
 log = logging.getLogger(__name__)
 BACKEND = "wanrl_s3"
-METRIC_PREFIX = "wanrl_s3/"
-Weights = Generator[tuple[str, torch.Tensor], None, None]
-
-
-def cast_floating(
-    weights: Iterator[tuple[str, torch.Tensor]], dtype: str
-) -> Iterator[tuple[str, torch.Tensor]]:
-    """verl's tensors in the trainer's storage dtype; floating ones cast to bf16 unless "keep"."""
-    for name, tensor in weights:
-        if dtype == "bf16" and tensor.is_floating_point() and tensor.dtype != torch.bfloat16:
-            tensor = tensor.to(torch.bfloat16)
-        yield name, tensor
-
-
-def drain(weights: Iterator[Any]) -> None:
-    """Run verl's generator to its end: each step may be a collective every rank must join."""
-    for _ in weights:
-        pass
-
-
-class TrainerSide:
-    """Publishes from the master rank; every rank keeps verl's generator in lockstep."""
-
-    def __init__(self, settings: EngineSettings, is_master: bool) -> None:
-        self.settings = settings
-        self.is_master = is_master
-        self.syncs = 0
-        self.reached_store = False  # a publication went through (or found the version there)
-        self.publisher: Publisher | None = None
-        self.clock = ClockTicker()
-        if is_master:
-            signer = Signer.from_file(settings.signing_key) if settings.signing_key else None
-            self.publisher = Publisher(
-                settings.publish_stores(),
-                PublishConfig(
-                    delta=settings.delta,
-                    keyframe_every=settings.keyframe_every,
-                    concurrency=settings.concurrency,
-                ),
-                signer=signer,
-                keep_base=True,
-            )
-
-    def publishes_at(self, global_steps: int | None) -> bool:
-        """The first sync of this process, then every ``publish_every`` steps (kappa)."""
-        if self.syncs == 0:
-            return True
-        step = self.syncs if global_steps is None else global_steps
-        return step % self.settings.publish_every == 0
-
-    def send(self, weights: Weights, global_steps: int | None) -> dict[str, float]:
-        metrics = self._send(weights, global_steps)
-        if self.is_master and global_steps is not None:
-            self.clock.tick(global_steps)  # the learner now holds this version
-        return metrics
-
-    def _send(self, weights: Weights, global_steps: int | None) -> dict[str, float]:
-        publish = self.publishes_at(global_steps)
-        self.syncs += 1
-        if self.publisher is None:
-            drain(weights)
-            return {}
-        if not publish:
-            drain(weights)
-            return {METRIC_PREFIX + "published": 0.0}
-        version = global_steps if global_steps is not None else self.syncs - 1
-        try:
-            if self.syncs == 1:
-                self._resume()  # inside the try: a failure drains verl's generator all the same
-            result = self.publisher.publish(
-                cast_floating(weights, self.settings.dtype),
-                version,
-                metadata={"verl_global_steps": str(global_steps)},
-            )
-        except VersionConflictError as exc:
-            drain(weights)
-            self.reached_store = True
-            log.warning(
-                "wanrl_s3: not publishing step %s: %s (a resumed run: the store "
-                "already holds this version or a newer one)",
-                global_steps,
-                exc,
-            )
-            return {METRIC_PREFIX + "published": 0.0}
-        except StoreError as exc:
-            drain(weights)
-            if not self.reached_store:  # a bad URL or credentials: fail at once, loudly
-                raise StoreError(
-                    f"wanrl_s3: the first publication to {self.settings.where} failed: {exc}"
-                ) from exc
-            log.error(  # an outage mid-run: ride it out, the staleness filter bounds the cost
-                "wanrl_s3: publication of step %s failed, rollout keeps its current "
-                "weights until the next one: %s",
-                global_steps,
-                exc,
-            )
-            return {METRIC_PREFIX + "published": 0.0, METRIC_PREFIX + "failed": 1.0}
-        except BaseException:
-            drain(weights)
-            raise
-        self.reached_store = True
-        return publish_metrics(result)
-
-    def _resume(self) -> None:
-        """A restarted trainer continues from the store's newest version: deltas, not a keyframe.
-
-        The versions the store already holds past this process's step were published
-        by the run before the restart; their numbers are verl steps (the staleness
-        filters' clock), so this process skips them and publishes from the next step
-        on, as a delta against the newest of them.
-        """
-        if self.publisher is None or self.settings.delta == "never":
-            return
-        point = resume(self.publisher)
-        if point is not None:
-            self.reached_store = True
-            log.info(
-                "wanrl_s3: resuming from v%d in %s: the next publication is a delta against it",
-                point.version,
-                self.settings.where,
-            )
-
-
-def publish_metrics(result: PublishResult) -> dict[str, float]:
-    """Numbers only: verl's loggers and MetricsAggregator reduce numeric values."""
-    density = 1.0 if result.density is None else result.density
-    return {
-        METRIC_PREFIX + key: float(value)
-        for key, value in (
-            ("published", 1),
-            ("version", result.version),
-            ("is_delta", result.kind == "delta"),
-            ("publish_s", result.seconds),
-            ("stored_bytes", result.stored_bytes),
-            ("raw_bytes", result.raw_bytes),
-            ("density", density),
-        )
-    }
 
 
 class RolloutSide:
@@ -294,6 +152,7 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         self.rank = rank
 
     def finalize(self) -> None:
+        """verl calls this after every sync: a background publication keeps running."""
         return None
 
     # -- the transfer --------------------------------------------------------------------
@@ -339,7 +198,23 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         self.rollout.status.flush()
         return dict(self.rollout.status.steps)
 
+    def wait_published(self, timeout_s: float | None = None) -> dict[str, float] | None:
+        """Trainer master: wait for the background publication and return its figures.
+
+        None if it is still running after ``timeout_s``; {} when there is none (or
+        ``background`` is off); raises ``PublicationFailedError`` if it failed.
+        """
+        if self.trainer is None:
+            raise UsageError("wait_published is a trainer engine's method")
+        return self.trainer.wait_published(timeout_s)
+
     def close(self) -> None:
-        """Stop the rollout side's background threads (verl never calls this; tests do)."""
+        """Stop the background threads (verl never calls this; tests and exit hooks do).
+
+        A trainer's publication in flight is given ``close_wait_s`` to finish; at
+        interpreter exit that happens without a call (see :mod:`.background`).
+        """
         if self.rollout is not None:
             self.rollout.close()
+        if self.trainer is not None:
+            self.trainer.close()

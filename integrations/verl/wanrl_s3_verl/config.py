@@ -198,6 +198,11 @@ class EngineSettings(StoreSettings):
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
     # rollout engines of one host download each version once, into this directory
     node_share_dir: str | None = None
+    # trainer: the sync returns once the weights are in host memory; publishing goes on
+    # in the background (false: the sync publishes before it returns)
+    background: bool = True
+    # trainer: how long closing (or exiting) waits for a background publication in flight
+    close_wait_s: float = 600.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -218,6 +223,8 @@ class EngineSettings(StoreSettings):
             raise UsageError(f"{self.KEY}.worker_id: {exc}") from exc
         self._str("signing_key")
         self._str("verify_key")
+        self._bool("background")
+        self._float("close_wait_s", 0.0, strict=False)
 
     def read_store(self) -> tuple[ObjectStore, str]:
         """A rollout engine's store and the region it is in ("" without regions)."""

@@ -8,8 +8,6 @@ CheckpointEngineWorker builds it), the moto S3 server between them over HTTP.
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,84 +22,21 @@ from wanrl_s3.errors import UsageError
 from wanrl_s3.store import open_store
 from wanrl_s3_verl.versions import VersionMap
 
-from .fakes import as_published, digests
+from .engines import (
+    MODULE,
+    ChildProcess,
+    delete_bucket,
+    expected,
+    gen,
+    model,
+    new_engine,
+    publish,
+    send,
+    step,
+)
+from .weights import digests
 
-MODULE = "wanrl_s3_verl.backend"
 CHILD = "tests.integrations.verl.rollout_child"
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def new_engine(**kwargs: Any) -> Any:
-    """What verl does on every process that builds an engine: the import hook, then new()."""
-    import_external_libs(MODULE)
-    return CheckpointEngineRegistry.new("wanrl_s3", bucket_size=2048 << 20, **kwargs)
-
-
-def model(seed: int = 0, big: int = 6_000_000) -> dict[str, torch.Tensor]:
-    """fp32 master weights like a trainer's, plus an integer buffer; ~14 MB in bf16."""
-    g = torch.Generator().manual_seed(seed)
-    return {
-        "model.embed.weight": torch.randn(big, generator=g),
-        "model.layers.0.mlp.weight": torch.randn(1000, 1000, generator=g),
-        "model.layers.0.norm.weight": torch.ones(1000),
-        "model.rotary.inv_freq": torch.rand(64, generator=g, dtype=torch.float64),
-        "model.position_ids": torch.arange(512),
-    }
-
-
-def step(weights: dict[str, torch.Tensor], seed: int) -> None:
-    """An optimizer step that moves about 1% of the parameters (a sparse bf16 change)."""
-    g = torch.Generator().manual_seed(1000 + seed)
-    for t in weights.values():
-        if t.is_floating_point():
-            flat = t.view(-1)
-            idx = torch.randint(0, flat.numel(), (max(1, flat.numel() // 100),), generator=g)
-            flat[idx] += 0.5
-
-
-def gen(weights: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
-    """verl's per-tensor generator: a fresh full tensor per name."""
-    for name, t in weights.items():
-        yield name, t.clone()
-
-
-def expected(weights: dict[str, torch.Tensor]) -> dict[str, str]:
-    """What the rollout must receive: floating tensors cast to bf16, bits included."""
-    return digests(as_published(weights))
-
-
-def send(engine: Any, weights: dict[str, torch.Tensor], global_steps: int) -> dict[str, float]:
-    return asyncio.run(engine.send_weights(gen(weights), global_steps=global_steps))
-
-
-class Child:
-    """The rollout process: JSON commands in, JSON replies out."""
-
-    def __init__(self, ce_config: dict[str, Any]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", CHILD, json.dumps(ce_config)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-
-    def ask(self, **cmd: Any) -> dict[str, Any]:
-        assert self.proc.stdin and self.proc.stdout
-        self.proc.stdin.write(json.dumps(cmd) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        assert line, "the rollout process died"
-        return json.loads(line)
-
-    def read(self) -> dict[str, Any]:
-        assert self.proc.stdout
-        return json.loads(self.proc.stdout.readline())
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.ask(cmd="quit")
-        self.proc.wait(30)
 
 
 def test_trainer_and_rollout_engines_in_two_processes_through_moto(
@@ -109,7 +44,7 @@ def test_trainer_and_rollout_engines_in_two_processes_through_moto(
 ) -> None:
     trainer = new_engine(is_master=True, **engine_kwargs)
     weights = model()
-    metrics = send(trainer, weights, 0)
+    metrics = publish(trainer, weights, 0)
     assert metrics["wanrl_s3/published"] == 1.0 and metrics["wanrl_s3/is_delta"] == 0.0
     # verl's rollout config: the background poll is off, the test decides when to look
     ce_config = {
@@ -118,13 +53,13 @@ def test_trainer_and_rollout_engines_in_two_processes_through_moto(
         "update_weights_bucket_megabytes": 2048,
         "engine_kwargs": {"wanrl_s3": {**engine_kwargs, "poll_interval_s": 3600.0}},
     }
-    child = Child(ce_config)
+    child = ChildProcess(CHILD, ce_config)
     try:
         assert child.read() == {"ready": "WanrlS3CheckpointEngine"}
         for g in range(4):
             if g:
                 step(weights, g)
-                metrics = send(trainer, weights, g)
+                metrics = publish(trainer, weights, g)
                 assert metrics["wanrl_s3/is_delta"] == 1.0, "full first, then deltas"
                 assert metrics["wanrl_s3/stored_bytes"] < metrics["wanrl_s3/raw_bytes"] / 5
             assert child.ask(cmd="prefetch", version=g) == {"ready_version": g}
@@ -137,7 +72,7 @@ def test_trainer_and_rollout_engines_in_two_processes_through_moto(
                 assert got["downloaded_bytes"] < 14_000_000 / 5
         # v4 is published but this worker has not fetched it: the sync does not wait for it
         step(weights, 4)
-        send(trainer, weights, 4)
+        publish(trainer, weights, 4)
         got = child.ask(cmd="sync", global_steps=4)
         assert (got["digests"], got["installed"]) == ({}, 3)
         # ...and the status object says what step 4 really means
@@ -184,7 +119,9 @@ def test_non_master_ranks_drain_in_lockstep_and_never_touch_the_store() -> None:
 def test_publish_every_kappa_steps_and_skip_versions_the_store_already_has(
     engine_kwargs: dict[str, Any],
 ) -> None:
+    """``background: false``: each sync publishes before it returns, and says how it went."""
     weights = model(big=1000)
+    engine_kwargs = {**engine_kwargs, "background": False}
     trainer = new_engine(is_master=True, **engine_kwargs, publish_every=2)
     published = [send(trainer, weights, g)["wanrl_s3/published"] for g in (3, 4, 5, 6)]
     assert published == [1.0, 1.0, 0.0, 1.0]  # the first sync, then every 2nd step
@@ -203,13 +140,13 @@ def test_a_restarted_trainer_resumes_with_deltas(engine_kwargs: dict[str, Any]) 
     """After a restart, the first publication is a delta against the store's newest version."""
     weights = model()
     first = new_engine(is_master=True, **engine_kwargs)
-    assert send(first, weights, 1)["wanrl_s3/is_delta"] == 0.0
+    assert publish(first, weights, 1)["wanrl_s3/is_delta"] == 0.0
     step(weights, 1)
-    assert send(first, weights, 2)["wanrl_s3/is_delta"] == 1.0
+    assert publish(first, weights, 2)["wanrl_s3/is_delta"] == 1.0
     # the trainer process dies; a new one restarts from its step-2 checkpoint
     restarted = new_engine(is_master=True, **engine_kwargs)
     step(weights, 2)
-    metrics = send(restarted, weights, 3)
+    metrics = publish(restarted, weights, 3)
     assert metrics["wanrl_s3/published"] == 1.0 and metrics["wanrl_s3/is_delta"] == 1.0
     assert metrics["wanrl_s3/stored_bytes"] < 0.1 * metrics["wanrl_s3/raw_bytes"]
 
@@ -239,6 +176,10 @@ def test_bad_settings_fail_at_construction_with_the_key_and_the_fix() -> None:
         new_engine(is_master=True, store_url="memory://x", publish_every=0)
     with pytest.raises(UsageError, match=r"engine_kwargs\.wanrl_s3\.dtype must be one of"):
         new_engine(is_master=True, store_url="memory://x", dtype="fp8")
+    with pytest.raises(UsageError, match=r"engine_kwargs\.wanrl_s3\.background must be true or"):
+        new_engine(is_master=True, store_url="memory://x", background="yes")
+    with pytest.raises(UsageError, match=r"engine_kwargs\.wanrl_s3\.close_wait_s must be >= 0"):
+        new_engine(is_master=True, store_url="memory://x", close_wait_s=-1)
 
 
 async def _collect(agen: Any) -> list[Any]:
@@ -263,7 +204,7 @@ def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
     common = {"regions": str(regions), "poll_interval_s": 0.1, "wait_for_first_s": 30.0}
     trainer = new_engine(is_master=True, **common)
     weights = model(big=1000)
-    send(trainer, weights, 0)
+    publish(trainer, weights, 0)
     rollout = new_engine(**common, region="west")
     try:
         got = asyncio.run(_collect(rollout.receive_weights(global_steps=0)))
@@ -284,12 +225,11 @@ def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
 def test_a_store_failure_stops_the_first_publication_but_not_a_running_job(
     engine_kwargs: dict[str, Any],
 ) -> None:
-    import boto3
-
+    """``background: false``: the synchronous path's policy (the background one's is the same)."""
     from wanrl_s3.errors import StoreError
 
     weights = model(big=1000)
-    endpoint = engine_kwargs["endpoint_url"]
+    engine_kwargs = {**engine_kwargs, "background": False}
     wrong = new_engine(is_master=True, **{**engine_kwargs, "store_url": "s3://no-such-bkt/r"})
     consumed: list[str] = []
     tensors = ((consumed.append(n) or n, t) for n, t in gen(weights))
@@ -298,11 +238,7 @@ def test_a_store_failure_stops_the_first_publication_but_not_a_running_job(
     assert consumed == list(weights)  # drained all the same: the other ranks are waiting
     trainer = new_engine(is_master=True, **engine_kwargs)
     assert send(trainer, weights, 0)["wanrl_s3/published"] == 1.0
-    bucket = boto3.resource("s3", endpoint_url=endpoint).Bucket(
-        engine_kwargs["store_url"].split("/")[2]
-    )
-    bucket.objects.all().delete()
-    bucket.delete()  # the store goes away mid-run
+    delete_bucket(engine_kwargs)  # the store goes away mid-run
     got = send(trainer, weights, 1)
     assert got == {"wanrl_s3/published": 0.0, "wanrl_s3/failed": 1.0}
 
@@ -320,13 +256,13 @@ def test_rollout_engines_on_one_host_share_one_download(
         "update_weights_bucket_megabytes": 2048,
         "engine_kwargs": {"wanrl_s3": {**engine_kwargs, **share}},
     }
-    children = [Child(ce_config) for _ in range(2)]
+    children = [ChildProcess(CHILD, ce_config) for _ in range(2)]
     try:
         assert [c.read() for c in children] == [{"ready": "WanrlS3CheckpointEngine"}] * 2
         for g in range(2):
             if g:
                 step(weights, g)
-            send(trainer, weights, g)
+            publish(trainer, weights, g)
             got = []
             for c in children:
                 assert c.ask(cmd="prefetch", version=g) == {"ready_version": g}

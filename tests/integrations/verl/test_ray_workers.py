@@ -19,7 +19,8 @@ from omegaconf import OmegaConf
 from wanrl_s3.store import open_store
 from wanrl_s3_verl.versions import VersionMap
 
-from .fakes import FakeActorWorker, FakeReplica, FakeServerAdapter, expected
+from .fakes import FakeActorWorker, FakeReplica, FakeServerAdapter
+from .weights import expected
 
 SYNCS = 4
 
@@ -84,8 +85,13 @@ def test_checkpoint_engine_manager_syncs_through_the_bucket(
 
     for g in range(SYNCS):
         metrics = manager.update_weights(global_steps=g)  # verl's steps 1-8, in order
-        assert (metrics["wanrl_s3/published"], metrics["wanrl_s3/version"]) == (1.0, g)
-        assert metrics["wanrl_s3/is_delta"] == (1.0 if g else 0.0)
+        # published in the background: each sync queues its own version and reports the
+        # previous one's figures (finished: the rollout engines hold it already)
+        assert (metrics["wanrl_s3/queued"], metrics["wanrl_s3/queued_version"]) == (1.0, g)
+        assert metrics["wanrl_s3/publish_copy_s"] > 0
+        if g:
+            assert (metrics["wanrl_s3/published"], metrics["wanrl_s3/version"]) == (1.0, g - 1)
+            assert metrics["wanrl_s3/is_delta"] == (1.0 if g > 1 else 0.0)
         wait_held(rollout_wg, g)  # so the next sync has this version ready to install
     assert (
         replica.calls
