@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/full_codec.py [--params 550e6] [--repeat 3] [--steps 300]
                                               [--threads 2] [--skip-synthetic] [--skip-trained]
+                                              [--only NAME] [--profile]
 
 Two snapshots: a LLaMA-like bf16 policy of --params parameters with per-tensor scales
 (synthetic.random_bf16_state: norms near 1.0, embeddings 0.02, projections 1/sqrt(fan_in)),
@@ -18,7 +19,8 @@ Bound rows are order-0 entropies summed per tensor (no coder reaches them exactl
 candidates run on --threads threads in 512 KiB blocks, as the chosen codec does; blosc2
 (measured only if installed: pip install blosc2) runs its own threads. A last table compares,
 for the XOR words inside deltas, today's values section (wanrl_s3.codec.delta) with the
-full codec applied to the same words.
+full codec applied to the same words. --profile adds, for the LLaMA-like snapshot, where one
+thread's encode and decode time goes: each pass of the chosen codec timed block by block.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import os
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,7 +42,15 @@ import zstandard
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from codec import best_of  # benchmarks/codec.py: the benchmarks' one timing rule
 
-from wanrl_s3.codec import decode_full, encode_delta, encode_full, read_header
+from wanrl_s3.codec import (
+    CODING_PLANES,
+    FullPayload,
+    decode_full,
+    encode_delta,
+    encode_full,
+    read_full_header,
+    read_header,
+)
 from wanrl_s3.testing import dims_for_params, llama_like_layout, nudge_state, random_bf16_state
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -258,6 +269,121 @@ def huffman_step_probe(lanes: int = 1 << 16, steps: int = 48) -> float:
     return lanes * steps / best_of(3, decode)
 
 
+# ------------------------------------------------------------ where the time goes
+
+
+class Laps:
+    """Seconds per named pass: each ``lap`` adds the time since the previous one."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, float] = defaultdict(float)
+        self._last = time.perf_counter()
+
+    def start(self) -> None:
+        self._last = time.perf_counter()
+
+    def lap(self, label: str) -> None:
+        now = time.perf_counter()
+        self.spent[label] += now - self._last
+        self._last = now
+
+
+def decode_passes(coded: list[tuple[FullPayload, np.ndarray]]) -> dict[str, float]:
+    """One thread's decode of every planes-coded tensor, block by block, each pass of
+    wanrl_s3.codec.full's decoder (same calls, same order) timed on its own."""
+    laps, d = Laps(), zstandard.ZstdDecompressor()
+    for payload, out in coded:
+        head, view = read_full_header(payload.data), payload.data
+        ends = np.cumsum(head.sections.reshape(-1)) + head.body_offset
+        starts = (ends - head.sections.reshape(-1)).reshape(head.sections.shape).tolist()
+        lengths, flat, block = head.sections.tolist(), out.reshape(-1), head.block_elements
+        for b in range(head.blocks):
+            target = flat[b * block : (b + 1) * block]
+            (low_at, high_at), (low_n, high_n) = starts[b], lengths[b]
+            high, low = view[high_at : high_at + high_n], view[low_at : low_at + low_n]
+            laps.start()
+            zstandard.frame_content_size(high)
+            laps.lap("read frame headers (checks)")
+            plane = d.decompress(high, max_output_size=target.size, allow_extra_data=False)
+            laps.lap("zstd: high-byte frames")
+            np.left_shift(np.frombuffer(plane, np.uint8), 8, out=target, dtype=target.dtype)
+            laps.lap("widen: high byte << 8 into out")
+            np.bitwise_or(target, np.frombuffer(low, np.uint8), out=target)
+            laps.lap("OR the raw low byte in")
+    return laps.spent
+
+
+def encode_passes(state: Bits, block: int = BLOCK) -> dict[str, float]:
+    """One thread's encode, block by block, each pass of the chosen codec timed alone."""
+    params = zstandard.ZstdCompressionParameters.from_level(1, write_content_size=1, **TUNED)
+    laps, c = Laps(), zstandard.ZstdCompressor(compression_params=params)
+    for flat in state.values():
+        plane, sink = np.empty(block, np.uint8), np.empty(flat.size + 64 * 1024, np.uint8)
+        for start in range(0, flat.size, block):
+            part = flat[start : start + block]
+            laps.start()
+            np.right_shift(part, 8, out=plane[: part.size], casting="unsafe")
+            laps.lap("split: high byte (>> 8)")
+            frame = c.compress(plane[: part.size].data)
+            laps.lap("zstd: compress the high byte")
+            np.right_shift(part, 0, out=sink[start : start + part.size], casting="unsafe")
+            laps.lap("write: low byte into the payload")
+            sink[-len(frame) :] = np.frombuffer(frame, np.uint8)
+            laps.lap("write: copy the frame")
+    return laps.spent
+
+
+def profile(state: Bits, repeat: int) -> None:
+    """Where one thread's time goes, against the whole encode/decode on one and two threads,
+    a memory copy, and the BLAKE3 checks a pull adds (stored bytes and decoded bytes)."""
+    import blake3
+
+    raw = sum(v.nbytes for v in state.values())
+    payloads = {k: encode_full(v, "BF16", threads=1) for k, v in state.items()}
+    coded = [(p, np.empty_like(state[k])) for k, p in payloads.items() if p.coding == CODING_PLANES]
+    print(f"\n## Where the time goes, LLaMA-like snapshot ({raw / 1e9:.3f} GB; "
+          f"{len(coded)} of {len(state)} tensors coded); load average "
+          f"{os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(f"{'pass (best of ' + str(repeat) + ')':<40} {'seconds':>8} {'GB/s':>7} {'share':>6}")
+    for passes in (
+        lambda: encode_passes(state),
+        lambda: decode_passes(coded),
+    ):
+        best = passes()
+        for _ in range(repeat - 1):
+            best = {k: min(v, t) for (k, v), t in zip(best.items(), passes().values(), strict=True)}
+        total = sum(best.values())
+        for label, seconds in (*best.items(), ("sum of the passes", total)):
+            print(f"{label:<40} {seconds:8.3f} {raw / seconds / 1e9:7.2f} {seconds / total:6.0%}")
+    outs = {k: np.empty_like(v) for k, v in state.items()}
+    hashed: list[memoryview] = [p.data for p in payloads.values()]
+    hashed += [o.reshape(-1).view(np.uint8).data for o in outs.values()]
+
+    def encode(threads: int) -> None:
+        for v in state.values():
+            encode_full(v, "BF16", threads=threads)
+
+    def decode(threads: int) -> None:
+        for k in state:
+            decode_full(payloads[k], outs[k], threads=threads)
+
+    def copy() -> None:
+        for k, v in state.items():
+            np.copyto(outs[k], v)
+
+    for label, fn in (
+        ("encode_full, 1 thread", lambda: encode(1)),
+        ("encode_full, 2 threads", lambda: encode(2)),
+        ("decode_full, 1 thread", lambda: decode(1)),
+        ("decode_full, 2 threads", lambda: decode(2)),
+        ("memcpy, 1 thread", copy),
+        ("BLAKE3 of stored + decoded, 1 thread",
+         lambda: [blake3.blake3(b).digest() for b in hashed]),
+    ):  # fmt: skip
+        seconds = best_of(repeat, fn)
+        print(f"{label:<40} {seconds:8.3f} {raw / seconds / 1e9:7.2f}", flush=True)
+
+
 # ------------------------------------------------------------ a trained model
 
 
@@ -335,6 +461,7 @@ def main() -> None:
     ap.add_argument("--only", default="", help="run only candidates whose name contains this")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--skip-trained", action="store_true")
+    ap.add_argument("--profile", action="store_true", help="time the chosen codec's passes")
     args = ap.parse_args()
     rate = huffman_step_probe()
     print(
@@ -350,6 +477,8 @@ def main() -> None:
         layout = llama_like_layout(dims_for_params(int(args.params)))
         state = {k: v.view(np.uint16).reshape(-1) for k, v in random_bf16_state(layout).items()}
         table("LLaMA-like, per-tensor scales", state, args.threads, args.repeat, args.only)
+        if args.profile:
+            profile(state, args.repeat)
         pairs = []
         for density in (0.01, 0.05):
             typed = {k: v.view("bfloat16") for k, v in state.items()}
