@@ -44,7 +44,7 @@ from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
 from ..format.layout import LATEST_KEY
-from ..io.safetensors_file import SafetensorsWriter, TensorSpec
+from ..io.safetensors_file import write_file
 from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
@@ -61,6 +61,7 @@ from .common import (
 )
 
 MODEL_FILE = "model.safetensors"
+STAGE_DIR = ".versions"  # where versions are downloaded without --share-dir
 DIR_MODE = 0o755  # an inference server running as another user must read what we write
 log = logging.getLogger("wanrl_s3.worker")
 
@@ -113,14 +114,8 @@ def _write_file(out_dir: Path, snap: Snapshot) -> None:
     manifest = snap.manifest
     if manifest is None:  # a Watcher's snapshots always carry their manifest
         raise UsageError(f"version {snap.version} came without its manifest")
-    specs = [
-        TensorSpec(n, manifest.by_name[n].dtype, manifest.by_name[n].shape) for n in snap.tensors
-    ]
     meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: manifest.run_id}
-    with SafetensorsWriter(out_dir / MODEL_FILE, specs, meta) as w:
-        for name, arr in snap.items():
-            w.array(name)[...] = arr
-        w.commit()
+    write_file(out_dir / MODEL_FILE, snap.tensors, meta)  # a tensor resident at a time
 
 
 def _make_dir(flag: str, path: Path) -> None:
@@ -177,7 +172,10 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
         start = _start_from(sub, out_dir / MODEL_FILE)
-        config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=args.share_dir)
+        # versions land in files (in --share-dir, else a folder of --out-dir), not in anonymous
+        # memory: a delta is applied from the old file into the new one, a tensor at a time
+        stage_dir = args.share_dir or str(out_dir / STAGE_DIR)
+        config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=stage_dir)
         with Watcher(sub, config, start_from=start) as watcher:
             log.info(
                 "%s watching %s%s; %s",
@@ -219,6 +217,10 @@ def _serve(
     try:
         while not stop.is_set():
             watcher.check_alive()
+            failure = watcher.failure
+            if failure is not None and not out_dir.is_dir():  # versions are staged inside it
+                raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {out_dir} is gone "
+                                 f"({failure.message})")  # fmt: skip
             _report(reporter.heartbeat)
             if failover is not None:
                 failover.maybe_check()

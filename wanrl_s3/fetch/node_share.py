@@ -92,6 +92,7 @@ class NodeShare:
             with self._locked(path.with_suffix(".lock"), cancel):
                 snap = self._open_verified(sub, path, version)  # done while we waited?
                 if snap is None:  # absent or bad: download, replacing a bad file whole
+                    _remove_leftovers(path)
                     fetched = pull_to_file(
                         sub, path, version, have=have, progress=progress, cancel=cancel
                     )
@@ -140,6 +141,13 @@ class NodeShare:
             stem = entry.name.lstrip(".").split(".", 1)[0]
             if stem.isdigit() and len(stem) == 12 and int(stem) < cutoff:
                 entry.unlink(missing_ok=True)
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Delete temporary files of ``path`` a killed download left (the lock holder is the
+    only writer of its version, so any such file is dead)."""
+    for leftover in path.parent.glob(f".{path.name}.tmp-*"):
+        leftover.unlink(missing_ok=True)
 
 
 def _map(path: Path) -> Snapshot:

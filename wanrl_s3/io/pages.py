@@ -12,8 +12,10 @@ made here can give pages back, tensor by tensor:
 - a *scratch map* (private anonymous memory from :func:`scratch`), :func:`discard`:
   nothing is resident until written, and a discarded range is freed (zeros after).
 
-Private (copy-on-write) file maps are never released: a page written through
-one exists nowhere else.
+- a *private file map* (copy-on-write), :func:`release` too, but gently
+  (``MADV_PAGEOUT``): pages still as in the file are reclaimed, pages written
+  through the map are kept (without swap they cannot go anywhere), so nothing
+  written is ever lost. Kernels before 5.4 refuse the advice: nothing happens.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from ..errors import LocalIOError
 
 PAGE_BYTES = mmap.PAGESIZE
+MADV_PAGEOUT = getattr(mmap, "MADV_PAGEOUT", 21)  # linux/mman.h; Python 3.11 lacks the name
 
 
 class _Map(mmap.mmap):
@@ -80,18 +83,24 @@ def _root(arr: np.ndarray) -> _Map | None:
 
 
 def release(arr: np.ndarray) -> int:
-    """Give back the pages of a shared file map behind ``arr``; the bytes released.
+    """Give back the pages of the file map behind ``arr``; the bytes advised.
 
-    The range is widened to whole pages: their data stays in the file, so a
-    neighbouring tensor loses nothing and reads it back when touched. Anything
-    else (private maps, scratch, ordinary arrays) is left alone: 0.
+    The range is widened to whole pages: their data stays in the file (or, for
+    a page written through a private map, where it is), so a neighbouring
+    tensor loses nothing and reads it back when touched. Anything else
+    (scratch, ordinary arrays) is left alone: 0.
     """
     mm = _root(arr)
-    if mm is None or mm.kind != "shared" or mm.closed or arr.nbytes == 0:
+    if mm is None or mm.kind == "scratch" or mm.closed or arr.nbytes == 0:
         return 0
     start = arr.ctypes.data - mm.address
-    end = start + arr.nbytes
-    return _advise(mm, start - start % PAGE_BYTES, -(-end // PAGE_BYTES) * PAGE_BYTES)
+    lo, hi = start - start % PAGE_BYTES, -(-(start + arr.nbytes) // PAGE_BYTES) * PAGE_BYTES
+    if mm.kind == "shared":
+        return _advise(mm, lo, hi, mmap.MADV_DONTNEED)
+    try:
+        return _advise(mm, lo, hi, MADV_PAGEOUT)
+    except OSError:  # a kernel without MADV_PAGEOUT: the pages stay, which is only memory
+        return 0
 
 
 def discard(arr: np.ndarray) -> int:
@@ -106,16 +115,15 @@ def discard(arr: np.ndarray) -> int:
         return 0
     start = arr.ctypes.data - mm.address
     end = start + arr.nbytes
-    return _advise(
-        mm, -(-start // PAGE_BYTES) * PAGE_BYTES, end if end == len(mm) else end - end % PAGE_BYTES
-    )
+    hi = end if end == len(mm) else end - end % PAGE_BYTES
+    return _advise(mm, -(-start // PAGE_BYTES) * PAGE_BYTES, hi, mmap.MADV_DONTNEED)
 
 
-def _advise(mm: _Map, lo: int, hi: int) -> int:
+def _advise(mm: _Map, lo: int, hi: int, advice: int) -> int:
     hi = min(hi, len(mm))
     if hi <= lo:
         return 0
-    mm.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+    mm.madvise(advice, lo, hi - lo)
     return hi - lo
 
 
