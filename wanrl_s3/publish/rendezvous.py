@@ -46,17 +46,26 @@ class Rendezvous:
         """Create this rank's record; a create whose response was lost is recognised as ours."""
         key = layout.share_key(self.version, self.run_id, record.rank)
         data = record.to_json()
-        try:
-            self.store.put_bytes(key, data, if_none_match=True)
-        except PreconditionFailedError as exc:
-            stored = get_or_none(self.store, key)
-            if stored is not None and stored.data == data:
-                return  # our create went through; the retry met it
-            raise VersionConflictError(
-                f"{self.store.url}: {key} already holds a share of v{self.version} for rank "
-                f"{record.rank} of run {self.run_id!r}: another launch with the same run id "
-                "publishes (or published) this version; give every launch its own run id"
-            ) from exc
+        for _ in range(3):
+            try:
+                self.store.put_bytes(key, data, if_none_match=True)
+                return
+            except PreconditionFailedError as exc:
+                stored = get_or_none(self.store, key)
+                if stored is None:
+                    # Created, then removed: ours, read and cleared by a committer quicker
+                    # than our retry (or another launch's): create it again; whether the
+                    # version holds this share is decided by its manifest.
+                    continue
+                if stored.data == data:
+                    return  # our create went through; the retry met it
+                raise VersionConflictError(
+                    f"{self.store.url}: {key} already holds a share of v{self.version} for "
+                    f"rank {record.rank} of run {self.run_id!r}: another launch with the same "
+                    "run id publishes (or published) this version; give every launch its own "
+                    "run id"
+                ) from exc
+        raise StoreError(f"{self.store.url}: {key} kept vanishing while it was created")
 
     def gather(self, own: ShareRecord) -> list[ShareRecord]:
         """Every rank's record, in rank order, once all are posted (the committing rank).

@@ -56,7 +56,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import StoreError, UsageError, VerificationError, VersionConflictError
+from ..errors import (
+    StoreError,
+    UsageError,
+    VerificationError,
+    VersionConflictError,
+    WanrlError,
+)
 from ..fetch.chain import lineage, safe_lookup
 from ..format import layout
 from ..format.manifest import RUN_ID_RE, Manifest
@@ -255,6 +261,11 @@ class ShardedPublisher:
         except BaseException as exc:
             meet.abort(self.spec.rank, f"the committing rank gave up: {exc}")
             self._discard(records, pub.stores)
+            if isinstance(exc, WanrlError) and pub.store.exists(layout.manifest_key(own.version)):
+                raise VersionConflictError(  # e.g. our other ranks saw it and removed their shares
+                    f"v{own.version} was claimed by another publisher at {pub.store.url} while "
+                    f"this job published it; this job's shares were removed ({exc})"
+                ) from exc
             raise
         try:
             pub._commit_manifest(
