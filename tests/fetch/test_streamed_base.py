@@ -35,13 +35,18 @@ def publish(src: Path, url: str, endpoint: str, version: int) -> int:
                  "--version", str(version), "--json"])  # fmt: skip
 
 
+def two_versions(tmp_path: Path, seed: int) -> tuple[dict[str, np.ndarray], ...]:
+    v1 = state(seed)
+    v2 = nudge_state(v1, 0.02, seed=seed + 1)
+    write_file(tmp_path / "v1.safetensors", v1)
+    write_file(tmp_path / "v2.safetensors", v2)
+    return v1, v2
+
+
 def test_delta_against_a_streamed_base_rebuilds_exactly(
     s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    v1 = state(0)
-    v2 = nudge_state(v1, 0.02, seed=1)
-    write_file(tmp_path / "v1.safetensors", v1)
-    write_file(tmp_path / "v2.safetensors", v2)
+    v1, v2 = two_versions(tmp_path, 0)
     assert publish(tmp_path / "v1.safetensors", s3_url, moto_endpoint, 1) == 0
     assert publish(tmp_path / "v2.safetensors", s3_url, moto_endpoint, 2) == 0
     assert '"kind": "delta"' in capsys.readouterr().out
@@ -60,10 +65,7 @@ def test_delta_against_a_streamed_base_rebuilds_exactly(
 def test_a_damaged_base_makes_the_publication_a_keyframe(
     s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    v1 = state(2)
-    v2 = nudge_state(v1, 0.02, seed=3)
-    write_file(tmp_path / "v1.safetensors", v1)
-    write_file(tmp_path / "v2.safetensors", v2)
+    _, v2 = two_versions(tmp_path, 2)
     assert publish(tmp_path / "v1.safetensors", s3_url, moto_endpoint, 1) == 0
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     with Subscriber(store) as sub:
