@@ -64,6 +64,7 @@ class Row:
     peak_rss_bytes: int  # ru_maxrss of the child
     peak_anon_bytes: int  # sampled from smaps_rollup
     peak_file_bytes: int  # Rss - Anonymous, sampled
+    peak_sampled_rss_bytes: int  # Rss, sampled (ru_maxrss can inherit the parent's, see run)
     baseline_bytes: int  # an interpreter with the CLI's imports
     seconds: float
     command: str
@@ -90,14 +91,14 @@ def _rollup(pid: int) -> tuple[int, int] | None:
     return fields.get("Rss", 0), fields.get("Anonymous", 0)
 
 
-def measure(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, int, int, float]:
+def measure(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, int, int, int, float]:
     """Run ``argv`` in ``cwd`` (not this checkout, so ``--pythonpath`` decides which code
-    runs); its peak RSS (wait4), peak anonymous and file-backed RSS, and seconds."""
+    runs); its peak RSS (wait4), peak anonymous, file-backed and total RSS sampled, seconds."""
     start = time.monotonic()
     proc = subprocess.Popen(
         argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
-    peaks = [0, 0]
+    peaks = [0, 0, 0]
     done = threading.Event()
 
     def sample() -> None:
@@ -106,6 +107,7 @@ def measure(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, int, 
             if got is not None:
                 peaks[0] = max(peaks[0], got[1])
                 peaks[1] = max(peaks[1], got[0] - got[1])
+                peaks[2] = max(peaks[2], got[0])
             time.sleep(SAMPLE_S)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -117,7 +119,7 @@ def measure(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[int, int, 
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}):\n{output.decode()[-2000:]}")
-    return usage.ru_maxrss * 1024, peaks[0], peaks[1], time.monotonic() - start
+    return usage.ru_maxrss * 1024, peaks[0], peaks[1], peaks[2], time.monotonic() - start
 
 
 def cli(*args: str) -> list[str]:
@@ -278,7 +280,11 @@ def run(args: argparse.Namespace) -> list[Row]:
         shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     big = args.gib > 4
-    v1, v2 = (make_pair_big if big else make_pair_small)(work, args.gib)
+    # generated in a child: Linux keeps a process's peak RSS across fork and exec, so a
+    # parent that grew while generating would lend its peak to every path's ru_maxrss
+    subprocess.run([sys.executable, __file__, "--generate", "--gib", str(args.gib),
+                    "--work", str(work)], check=True)  # fmt: skip
+    v1, v2 = work / "v1.safetensors", work / "v2.safetensors"
     size = sum(a.nbytes for _, a in SafetensorsFile(v1).items())
     env = {**CREDENTIALS, **os.environ}
     if args.pythonpath:
@@ -290,9 +296,9 @@ def run(args: argparse.Namespace) -> list[Row]:
             if name.endswith("(delta from v1)"):
                 (work / "worker-old").mkdir(exist_ok=True)
                 shutil.copy(work / "pull1.safetensors", work / "worker-old" / "model.safetensors")
-            rss, anon, file_bytes, seconds = measure(argv, env, work)
+            rss, anon, file_bytes, sampled, seconds = measure(argv, env, work)
             shown = " ".join(a.replace(str(work), "$W") for a in argv[1:])
-            rows.append(Row(name, size, rss, anon, file_bytes, baseline, seconds, shown))
+            rows.append(Row(name, size, rss, anon, file_bytes, sampled, baseline, seconds, shown))
             if big and name.startswith("publish delta"):
                 v2.unlink()  # published: its disk is needed for the pulled file
             print(f"  {name}: {rss / size:.2f}x ({seconds:.1f} s)", file=sys.stderr, flush=True)
@@ -343,7 +349,11 @@ def main() -> None:
     p.add_argument("--work", default="/tmp/wanrl-memory", help="where files and the store go")
     p.add_argument("--pythonpath", default=None, help="run the CLI from this checkout instead")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.generate:
+        (make_pair_big if args.gib > 4 else make_pair_small)(Path(args.work), args.gib)
+        return
     check_machine(args.gib, Path(args.work))
     rows = run(args)
     if args.json:
