@@ -27,7 +27,7 @@ from wanrl_s3.io.safetensors_file import SafetensorsFile
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
 from wanrl_s3.store.memory import MemoryStore
-from wanrl_s3.testing import nudge_state
+from wanrl_s3.testing import Fault, FaultProxy, Rule, nudge_state
 
 KiB = 2**10
 
@@ -167,6 +167,30 @@ def test_one_corrupt_tensor_fails_the_version_and_nothing_is_written(
         with pytest.raises(VerificationError, match="t4"):
             pull_to_file(sub, out, 1)
     assert list(tmp_path.iterdir()) == []  # no file, no temporary file
+
+
+@pytest.mark.parametrize("kind", ["delta", "full"])
+def test_a_tensor_damaged_on_the_way_is_read_once_more(
+    s3_url: str, moto_endpoint: str, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A byte flipped in one response fails the tensor's check; a second read serves it."""
+    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    v1 = weights(4, 64 * KiB, seed=3)
+    v2 = nudge_state(v1, 0.01, seed=4)
+    publisher = Publisher(store, PublishConfig(delta="always", object_bytes=128 * KiB))
+    publisher.publish(v1, 1)
+    publisher.publish(v2, 2)
+    rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/v/0+2/.*\.bin$", count=1)
+    if kind == "full":
+        rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/v/0+1/.*\.bin$", count=1)
+    with FaultProxy(moto_endpoint, rules=[rule]) as proxy:
+        via = open_store(s3_url, endpoint_url=proxy.url)
+        with Subscriber(via) as sub, caplog.at_level("WARNING", logger=stream.__name__):
+            got = sub.fetch(2) if kind == "delta" else sub.fetch(1)
+        assert proxy.counts[Fault.FLIP_RESPONSE] == 1
+    want = v2 if kind == "delta" else v1
+    assert all(got.tensors[k].tobytes() == want[k].tobytes() for k in want)
+    assert [r for r in caplog.records if "once more" in r.message]
 
 
 def test_cancel_mid_stream_stops_every_request_and_returns_nothing() -> None:

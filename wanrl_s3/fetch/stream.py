@@ -16,6 +16,11 @@ Requests that fill buffers are cut at ``window_bytes / concurrency`` (at least
 1 MiB, at most ``range_bytes``), so the window still keeps every connection
 busy; requests that land straight in the output keep ``range_bytes``.
 
+A tensor whose check fails is downloaded once more before the failure stands:
+a byte flipped on the way (a proxy, a NIC, a bad read) must not fail a whole
+pull that a second read would serve, while damage in the store fails the
+second check too. The cost of that read is only ever paid for a bad tensor.
+
 Nothing is handed out here: the caller commits the outputs only after every
 tensor verified. Output pages of a file map are given back once their tensor
 verified (:func:`~wanrl_s3.io.pages.release`), as are a local base's.
@@ -23,6 +28,7 @@ verified (:func:`~wanrl_s3.io.pages.release`), as are a local base's.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -33,7 +39,7 @@ from functools import partial
 
 import numpy as np
 
-from ..errors import FetchCancelled
+from ..errors import FetchCancelled, VerificationError
 from ..format.manifest import Manifest, TensorEntry
 from ..io.pages import discard, release, scratch
 from ..io.tensors import byte_view
@@ -43,6 +49,7 @@ from .chain import HAVE, FetchPlan, Recipe
 from .download import Progress, ReadJob, Request, plan_requests, run_request
 
 WAIT_S = 0.1  # how often the coordinator looks at ``cancel`` while nothing else happens
+log = logging.getLogger(__name__)
 
 
 def buffered_bytes(r: Recipe) -> int:
@@ -194,17 +201,35 @@ class Streamer:
             self._submit(partial(self._fetch, req, batch, left, finish))
 
     def _jobs(self, t: Tensor) -> Iterator[ReadJob]:
+        """The reads of ``t``'s stored bytes; its buffers are made on the first call."""
         r, steps = t.recipe, self.plan.steps
         if r.start is not None:
             if r.start.encoding == "planes":
-                t.buffers[r.start_step] = _buffer(r.start.stored_bytes)
+                if r.start_step not in t.buffers:
+                    t.buffers[r.start_step] = _buffer(r.start.stored_bytes)
                 dest = byte_view(t.buffers[r.start_step])
             else:
                 dest = byte_view(t.dest)
             yield from segment_jobs(steps[r.start_step], r.start, dest, t)
         for step, entry in r.deltas:
-            t.buffers[step] = _buffer(entry.stored_bytes)
+            if step not in t.buffers:
+                t.buffers[step] = _buffer(entry.stored_bytes)
             yield from segment_jobs(steps[step], entry, byte_view(t.buffers[step]), t)
+
+    def _finish_or_reread(self, t: Tensor, finish: Finish) -> None:
+        """``finish(t)``; if its check fails, read ``t``'s bytes once more and check again."""
+        try:
+            finish(t)
+            return
+        except VerificationError as exc:
+            if self.flight.error is not None or self._cancelled():
+                raise
+            log.warning("%s; reading tensor %r once more", exc, t.recipe.name)
+        for req in plan_requests(list(self._jobs(t)), self.range_bytes):
+            run_request(self.store, req, None)
+            with self.flight.cond:
+                self.flight.moved_bytes += req.length
+        finish(t)  # the finish rebuilds from the stored bytes and the base: safe to repeat
 
     def _submit(self, task: Callable[[], None], pool: Executor | None = None) -> None:
         fl = self.flight
@@ -237,7 +262,7 @@ class Streamer:
     def _finish(self, t: Tensor, batch: Batch, left: list[int], finish: Finish) -> None:
         """Check and decode one tensor; then free its buffers and give back its pages."""
         try:
-            finish(t)
+            self._finish_or_reread(t, finish)
         finally:
             for buf in t.buffers.values():
                 discard(buf)
