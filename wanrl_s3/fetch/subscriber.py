@@ -28,6 +28,7 @@ from ..codec import decode_full
 from ..errors import (
     ManifestError,
     NotFoundError,
+    SignatureError,
     UsageError,
     VerificationError,
     WanrlError,
@@ -225,19 +226,34 @@ class Subscriber:
         if cached is not None:
             self._check_pins(cached)
             return cached
-        try:
-            data = self.store.get_bytes(layout.manifest_key(version))
-        except NotFoundError:
-            raise NotFoundError(f"version {version} does not exist at {self.store.url}") from None
-        m = Manifest.from_json(data, expect_version=version)
-        if self.verifier is not None:
-            self.verifier.verify(m)
-        self._check_pins(m)
+        m = self._read_manifest(version)
         with self._lock:
             self._manifests[version] = m
             while len(self._manifests) > self._cache_size:
                 self._manifests.popitem(last=False)
         return m
+
+    def _read_manifest(self, version: int) -> Manifest:
+        """Read, validate, verify and pin-check; a manifest that fails is read once more,
+        so a body damaged on the way does not fail a pull that a second read serves."""
+        for attempt in (0, 1):
+            try:
+                data = self.store.get_bytes(layout.manifest_key(version))
+            except NotFoundError:
+                raise NotFoundError(
+                    f"version {version} does not exist at {self.store.url}"
+                ) from None
+            try:
+                m = Manifest.from_json(data, expect_version=version)
+                if self.verifier is not None:
+                    self.verifier.verify(m)
+                self._check_pins(m)
+                return m
+            except (ManifestError, SignatureError, VerificationError) as exc:
+                if attempt:
+                    raise
+                log.warning("%s; reading the manifest of version %d once more", exc, version)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def missing(self, version: int, have_version: int | None = None) -> str | None:
         """What keeps ``version`` from being whole in this store; None once it is.
