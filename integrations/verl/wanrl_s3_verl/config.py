@@ -33,6 +33,8 @@ ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.wanrl_s3
 SAMPLER_KEY = "trainer.v1.sampler.sampler_kwargs"
 QUEUE_KEY = "wanrl_s3.message_queue"
 DTYPES = ("bf16", "keep")
+PUBLISH_RANKS = ("master", "all")
+ASSIGN_MODES = ("balanced", "own")
 
 C = TypeVar("C", bound="_Settings")
 
@@ -203,6 +205,14 @@ class EngineSettings(StoreSettings):
     background: bool = True
     # trainer: how long closing (or exiting) waits for a background publication in flight
     close_wait_s: float = 600.0
+    # trainer: "master" publishes from the master rank alone; "all": every rank publishes
+    # a share of each version (ShardedPublisher) and the master commits it
+    publish_ranks: str = "master"
+    # with publish_ranks: all, who publishes what: "balanced" (every rank sees every
+    # tensor, as verl's FSDP and Megatron generators yield them) or "own" (each rank's own)
+    assign: str = "balanced"
+    # with publish_ranks: all, how long the master waits for the last share after its own
+    share_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -225,6 +235,11 @@ class EngineSettings(StoreSettings):
         self._str("verify_key")
         self._bool("background")
         self._float("close_wait_s", 0.0, strict=False)
+        self._choice("publish_ranks", PUBLISH_RANKS)
+        self._choice("assign", ASSIGN_MODES)
+        self._float("share_timeout_s", 0.0, strict=True)
+        if self.assign != "balanced" and self.publish_ranks != "all":
+            raise self._fail("assign", "applies only with publish_ranks: all", self.assign)
 
     def read_store(self) -> tuple[ObjectStore, str]:
         """A rollout engine's store and the region it is in ("" without regions)."""

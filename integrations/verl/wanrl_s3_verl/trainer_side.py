@@ -12,6 +12,13 @@ or raises its error. Without it, the sync publishes before it returns, as before
 Either way, what is fatal is the same: the first publication's store error (a
 wrong bucket or credentials) and anything that is not a store error; a store error
 once the store was reached is an outage, logged and reported as ``wanrl_s3/failed``.
+
+With ``publish_ranks: all`` every rank publishes: each copies and uploads its share
+of the version through :class:`wanrl_s3.ShardedPublisher` (:mod:`.share` picks it,
+:mod:`.ranks` gives the launch's run id), in the background like the master alone
+does otherwise, under the same error policy on every rank; the master (rank 0)
+commits, signs and reports the version's figures, the other ranks report their
+own under ``wanrl_s3/rank<r>/`` (verl merges the ranks' metrics into one dict).
 """
 
 from __future__ import annotations
@@ -24,13 +31,22 @@ from typing import Any
 
 import torch
 
-from wanrl_s3 import PublishConfig, Publisher, PublishResult, Signer, resume
-from wanrl_s3.errors import StoreError, VersionConflictError
+from wanrl_s3 import (
+    PublishConfig,
+    Publisher,
+    PublishResult,
+    ShardedPublisher,
+    Signer,
+    resume,
+)
+from wanrl_s3.errors import StoreError, UsageError, VersionConflictError
 
 from .background import BackgroundPublications, Outcome
 from .clock import ClockTicker
 from .config import EngineSettings
 from .host_copy import HostBuffers, cast_floating
+from .ranks import RankGroup
+from .share import BalancedShare
 
 log = logging.getLogger(__name__)
 METRIC_PREFIX = "wanrl_s3/"
@@ -45,32 +61,42 @@ def drain(weights: Iterator[Any]) -> None:
 
 
 class TrainerSide:
-    """Publishes from the master rank; every rank keeps verl's generator in lockstep."""
+    """Publishes from the master rank, or from every rank; verl's generator runs in lockstep.
 
-    def __init__(self, settings: EngineSettings, is_master: bool) -> None:
+    ``group`` (``publish_ranks: all``): this rank, the number of ranks and the launch's
+    run id. Left None it is found at the first sync (rank and size from the process
+    group, the run id broadcast from rank 0); tests and launchers without a process
+    group set it before the first sync.
+    """
+
+    def __init__(
+        self, settings: EngineSettings, is_master: bool, group: RankGroup | None = None
+    ) -> None:
         self.settings = settings
         self.is_master = is_master
+        self.group = group
+        self.sharded = settings.publish_ranks == "all"
         self.syncs = 0
         self.reached_store = False  # a publication went through (or found the version there)
-        self.publisher: Publisher | None = None
+        self.publisher: Publisher | ShardedPublisher | None = None
         self.buffers: HostBuffers | None = None
         self.background: BackgroundPublications | None = None
         self.clock = ClockTicker()
-        if is_master:
-            signer = Signer.from_file(settings.signing_key) if settings.signing_key else None
-            self.publisher = Publisher(
-                settings.publish_stores(),
-                PublishConfig(
-                    delta=settings.delta,
-                    keyframe_every=settings.keyframe_every,
-                    concurrency=settings.concurrency,
-                ),
-                signer=signer,
-                keep_base=True,
-            )
-            if settings.background:
-                self.buffers = HostBuffers(settings.dtype)
-                self.background = BackgroundPublications(settings.close_wait_s)
+        if not (is_master or self.sharded):
+            return
+        self.stores = settings.publish_stores()
+        signs = is_master and settings.signing_key  # the committing rank: the master
+        self.signer = Signer.from_file(settings.signing_key) if signs else None
+        self.config = PublishConfig(
+            delta=settings.delta,
+            keyframe_every=settings.keyframe_every,
+            concurrency=settings.concurrency,
+        )
+        if not self.sharded:
+            self.publisher = Publisher(self.stores, self.config, signer=self.signer, keep_base=True)
+        if settings.background:
+            self.buffers = HostBuffers(settings.dtype)
+            self.background = BackgroundPublications(settings.close_wait_s)
 
     def publishes_at(self, global_steps: int | None) -> bool:
         """The first sync of this process, then every ``publish_every`` steps (kappa)."""
@@ -91,6 +117,8 @@ class TrainerSide:
     def _send(self, weights: Weights, global_steps: int | None) -> dict[str, float]:
         publish = self.publishes_at(global_steps)
         self.syncs += 1
+        if self.sharded and self.publisher is None:
+            self.publisher = self._join()
         if self.publisher is None:
             return {}
         version = global_steps if global_steps is not None else self.syncs - 1
@@ -101,13 +129,59 @@ class TrainerSide:
             steps=global_steps,
             first=self.syncs == 1,
         )
+        share = self._share()
         if self.background is not None and self.buffers is not None:
-            return self._send_background(
-                weights, publish, version, job, self.background, self.buffers
+            metrics = self._send_background(
+                weights, publish, version, job, self.background, self.buffers, share
             )
-        if not publish:
-            return {METRIC_PREFIX + "published": 0.0}
-        return job(cast_floating(weights, self.settings.dtype))
+            if self.sharded and publish:
+                metrics[METRIC_PREFIX + "share_bytes"] = float(self.buffers.nbytes)
+        elif not publish:
+            metrics = {METRIC_PREFIX + "published": 0.0}
+        else:
+            metrics = job(cast_floating(weights, self.settings.dtype, share))
+        return self._labelled(metrics)
+
+    def _join(self) -> ShardedPublisher:
+        """This rank's part in publishing from every rank (at the first sync: a collective)."""
+        if self.group is None:
+            self.group = RankGroup.discover(self.is_master)
+        group = self.group
+        if (group.rank == 0) != self.is_master:
+            raise UsageError(
+                "publish_ranks: all: the master commits and signs, so it must be rank 0 "
+                f"(verl's rule); this rank is {group.rank} with is_master={self.is_master}"
+            )
+        log.info(
+            "wanrl_s3: rank %d of %d publishes its share (assign=%s, run %s)",
+            group.rank,
+            group.ranks,
+            self.settings.assign,
+            group.run_id,
+        )
+        return ShardedPublisher(
+            self.stores,
+            self.config,
+            rank=group.rank,
+            ranks=group.ranks,
+            run_id=group.run_id,
+            assign=self.settings.assign,
+            signer=self.signer,
+            timeout_s=self.settings.share_timeout_s,
+        )
+
+    def _share(self) -> BalancedShare | None:
+        """This sync's balanced share, or None when this rank publishes what it is given."""
+        if not self.sharded or self.group is None or self.settings.assign != "balanced":
+            return None
+        return BalancedShare(self.group.rank, self.group.ranks)
+
+    def _labelled(self, metrics: dict[str, float]) -> dict[str, float]:
+        """A non-committing rank's figures under ``wanrl_s3/rank<r>/`` (verl merges the ranks')."""
+        if not self.sharded or self.group is None or self.group.rank == 0:
+            return metrics
+        label = f"{METRIC_PREFIX}rank{self.group.rank}/"
+        return {label + key.removeprefix(METRIC_PREFIX): value for key, value in metrics.items()}
 
     @staticmethod
     def _send_background(
@@ -117,6 +191,7 @@ class TrainerSide:
         job: partial[Outcome],
         background: BackgroundPublications,
         buffers: HostBuffers,
+        share: BalancedShare | None,
     ) -> dict[str, float]:
         """Collect the previous publication (waiting only to publish again), copy, hand off."""
         start = time.monotonic()
@@ -127,7 +202,7 @@ class TrainerSide:
         if not publish:
             return {**metrics, METRIC_PREFIX + "queued": 0.0}
         start = time.monotonic()
-        tensors = buffers.fill(weights)
+        tensors = buffers.fill(weights, share)
         copy_s = time.monotonic() - start
         background.start(version, partial(job, tensors))
         return {
@@ -140,17 +215,19 @@ class TrainerSide:
 
     def _publish(
         self,
-        publisher: Publisher,
+        publisher: Publisher | ShardedPublisher,
         tensors: Tensors,
         *,
         version: int,
         steps: int | None,
         first: bool,
     ) -> Outcome:
-        """One publication and its figures; raises only what must stop the run."""
+        """One publication (or this rank's share of it) and its figures; raises only what
+        must stop the run."""
+        start = time.monotonic()
         try:
             if first:
-                self._resume()
+                self._resume(publisher)
             result = publisher.publish(tensors, version, metadata={"verl_global_steps": str(steps)})
         except VersionConflictError as exc:
             self.reached_store = True
@@ -174,19 +251,32 @@ class TrainerSide:
             )
             return {METRIC_PREFIX + "published": 0.0, METRIC_PREFIX + "failed": 1.0}
         self.reached_store = True
+        if result is None:  # not the committing rank: its share is in the committed version
+            return {
+                METRIC_PREFIX + "published": 1.0,
+                METRIC_PREFIX + "publish_s": time.monotonic() - start,
+            }
         return publish_metrics(result)
 
-    def _resume(self) -> None:
+    def _resume(self, publisher: Publisher | ShardedPublisher) -> None:
         """A restarted trainer continues from the store's newest version: deltas, not a keyframe.
 
         The versions the store already holds past this process's step were published
         by the run before the restart; their numbers are verl steps (the staleness
         filters' clock), so this process skips them and publishes from the next step
-        on, as a delta against the newest of them.
+        on, as a delta against the newest of them. Ranks publishing shares do not resume
+        (the core has no resume across ranks yet): their first version is a keyframe.
         """
-        if self.publisher is None or self.settings.delta == "never":
+        if self.settings.delta == "never":
             return
-        point = resume(self.publisher)
+        if isinstance(publisher, ShardedPublisher):
+            log.info(
+                "wanrl_s3: rank %d publishes shares, which do not resume: the first version "
+                "of this launch is a keyframe",
+                publisher.spec.rank,
+            )
+            return
+        point = resume(publisher)
         if point is not None:
             self.reached_store = True
             log.info(
@@ -205,7 +295,7 @@ class TrainerSide:
             return {}
         if not self.background.wait(timeout_s):
             return None
-        return self.background.peek() or {}
+        return self._labelled(self.background.peek() or {})
 
     def close(self) -> bool:
         """Let a publication in flight finish (``close_wait_s`` at most); True if none is left."""
