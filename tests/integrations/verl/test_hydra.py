@@ -109,6 +109,7 @@ def test_our_yaml_extends_verls_trainer_config(configs: dict[str, Any]) -> None:
     assert kwargs["store_url"] == "s3://my-bucket/runs/exp-7"
     assert kwargs["endpoint_url"] == "http://minio:9000"
     assert kwargs["publish_every"] == 2
+    assert (kwargs["publish_ranks"], kwargs["assign"]) == ("master", "balanced")
     sampler = cfg["trainer"]["v1"]["sampler"]
     assert sampler["sampler_kwargs"]["staleness"] == 5
     assert sampler["sampler_kwargs"]["store_url"] == "s3://my-bucket/runs/exp-7"
