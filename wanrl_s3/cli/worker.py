@@ -1,8 +1,8 @@
 """``wanrl-s3 worker``: keep a directory holding the newest verified version.
 
 For inference engines outside the trainer's cluster: DIR/model.safetensors is
-always a whole, verified version (written beside and renamed into place,
-readable by other users: 0644 in a 0755 DIR, created if missing), and CMD runs
+always a whole, verified version (renamed into place, readable by other users:
+0644 in a 0755 DIR, created if missing), and CMD runs
 after each install, e.g. a call to the server's reload-weights endpoint, with
 WANRL_S3_VERSION and WANRL_S3_PATH in its environment. One log line per
 install; SIGTERM or Ctrl-C stops it cleanly (exit 0).
@@ -14,6 +14,15 @@ every 10 s while it lasts) and tries again with backoff; the next install
 clears it. It exits only when it cannot go on: DIR cannot be written (exit 2,
 or the code of the error), or a background thread died (exit 1), after
 writing the reason into its status object.
+
+Disk: a version is downloaded into DIR/.versions (a delta straight from the
+installed file into the new one), verified, then hard-linked beside
+model.safetensors and renamed over it, and its staged name removed: one
+snapshot on disk at rest, two while the next one downloads. A reader that
+still maps the old model.safetensors keeps its pages. Where no hard link can
+be made (another file system, a file system without links) the file is copied,
+and the log says why once. With ``--share-dir`` the staged files live there,
+``--keep-versions`` of them (they are the share's), and are linked the same way.
 
 With ``--regions FILE`` the worker reads from one region: ``--region NAME``,
 or (``auto``) the one measured fastest at start-up. Versions that its region
@@ -29,6 +38,7 @@ import argparse
 import hashlib
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -36,10 +46,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import StoreError, UsageError, WanrlError
+from ..errors import LocalIOError, StoreError, UsageError, WanrlError
 from ..fetch.files import RUN_ID_KEY, VERSION_KEY, local_snapshot
+from ..fetch.node_share import NodeShare
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
@@ -99,6 +111,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
         "each version is downloaded once per host",
     )
+    p.add_argument(
+        "--keep-versions",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="with --share-dir: keep the files of the newest N versions there (default 3)",
+    )
     p.add_argument("--concurrency", type=positive_int, default=16)
     p.add_argument(
         "--exit-after",
@@ -108,6 +127,70 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="stop after N installs (for scripts and tests)",
     )
     p.set_defaults(func=run)
+
+
+@dataclass
+class _Installer:
+    """Puts a verified version at DIR/model.safetensors, atomically, without copying it
+    when its staged file can be hard-linked (see the module's docstring)."""
+
+    out_dir: Path
+    watcher: Watcher
+    private_stage: bool  # DIR/.versions: only this worker uses it; staged names go once installed
+    said_copy: bool = False
+
+    def __call__(self, snap: Snapshot) -> None:
+        staged = self.watcher.staged_path(snap.version)
+        why_not = None if staged is None else _link_into_place(staged, self.out_dir / MODEL_FILE)
+        if staged is None or why_not is not None:
+            if why_not is not None and not self.said_copy:
+                log.warning("installing v%d by copy (said once): %s", snap.version, why_not)
+                self.said_copy = True
+            _write_file(self.out_dir, snap)  # a tensor resident at a time
+        if staged is not None and self.private_stage:
+            for name in (staged, staged.with_suffix(".lock")):
+                name.unlink(missing_ok=True)
+
+
+def _link_into_place(staged: Path, target: Path) -> str | None:
+    """Hard-link ``staged`` beside ``target`` and rename it over ``target``; None when done,
+    else why no link could be made (nothing changed then).
+
+    A file that is renamed over keeps its inode for whoever still maps it. ``staged``
+    is never written after its download verified, so the link is that verified file.
+    """
+    tmp = target.with_name(f".{target.name}.tmp-{secrets.token_hex(6)}")
+    try:
+        os.link(staged, tmp)
+    except OSError as exc:
+        return f"cannot hard-link {staged} into {target.parent}: {exc.strerror or exc}"
+    try:
+        os.replace(tmp, target)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+    return None
+
+
+def _clean_stage(out_dir: Path, stage: Path, start: Snapshot | None) -> None:
+    """At start-up: what a killed worker left in DIR/.versions for versions it already
+    installed (or older), and temporary files beside model.safetensors."""
+    for leftover in out_dir.glob(f".{MODEL_FILE}.tmp-*"):
+        leftover.unlink(missing_ok=True)
+    if start is not None and stage.is_dir():
+        NodeShare(stage, keep_versions=1).prune(start.version + 1)
+
+
+def _tidy_stage(stage: Path) -> None:
+    """On the way out: DIR/.versions keeps only a staged version (the restart installs it
+    without downloading), and goes when it holds none."""
+    try:
+        for entry in stage.iterdir():
+            if entry.suffix == ".lock" or ".tmp-" in entry.name:
+                entry.unlink(missing_ok=True)
+        stage.rmdir()
+    except OSError:  # not empty (a staged version), or already gone
+        pass
 
 
 def _write_file(out_dir: Path, snap: Snapshot) -> None:
@@ -152,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
     _make_dir("--out-dir", out_dir)
     if args.share_dir:
         _make_dir("--share-dir", Path(args.share_dir))
+    if args.keep_versions is not None and not args.share_dir:
+        raise UsageError("--keep-versions needs --share-dir (DIR/.versions keeps none)")
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
     failover_config = (
@@ -175,16 +260,26 @@ def run(args: argparse.Namespace) -> int:
         # versions land in files (in --share-dir, else a folder of --out-dir), not in anonymous
         # memory: a delta is applied from the old file into the new one, a tensor at a time
         stage_dir = args.share_dir or str(out_dir / STAGE_DIR)
-        config = WatchConfig(poll_interval_s=args.poll_interval_s, share_dir=stage_dir)
+        if not args.share_dir:
+            _clean_stage(out_dir, Path(stage_dir), start)
+        config = WatchConfig(
+            poll_interval_s=args.poll_interval_s,
+            share_dir=stage_dir,
+            keep_versions=(args.keep_versions or 3) if args.share_dir else 1,
+        )
         with Watcher(sub, config, start_from=start) as watcher:
+            held = None if start is None else start.version
+            # the watcher holds it until the next install; a reference kept here would keep
+            # the file mapped (its blocks on disk) after model.safetensors is renamed over
+            del start
             log.info(
                 "%s watching %s%s; %s",
                 worker_id,
                 store.url,
                 f" (region {region})" if region else "",
                 "holding no version yet"
-                if start is None
-                else f"holding v{start.version} (found in {out_dir / MODEL_FILE}, verified)",
+                if held is None
+                else f"holding v{held} (found in {out_dir / MODEL_FILE}, verified)",
             )
             failover = None
             if regions is not None and choice is not None and failover_config is not None:
@@ -195,6 +290,8 @@ def run(args: argparse.Namespace) -> int:
                 watcher.stop()
                 if failover is not None:
                     failover.close()
+                if not args.share_dir:
+                    _tidy_stage(Path(stage_dir))
     log.info("%s stopped", worker_id)
     return 0
 
@@ -214,13 +311,11 @@ def _serve(
     install, a dead thread) is written there too, then raised: the process exits.
     """
     installs, doing = 0, "watching"
+    installer = _Installer(out_dir, watcher, private_stage=not args.share_dir)
     try:
         while not stop.is_set():
             watcher.check_alive()
-            failure = watcher.failure
-            if failure is not None and not out_dir.is_dir():  # versions are staged inside it
-                raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {out_dir} is gone "
-                                 f"({failure.message})")  # fmt: skip
+            _check_stage(out_dir, watcher.failure)
             _report(reporter.heartbeat)
             if failover is not None:
                 failover.maybe_check()
@@ -228,7 +323,7 @@ def _serve(
             if watcher.wait_ready(timeout_s=0.5) is None:
                 continue
             doing = f"installing v{watcher.ready_version}"
-            result = _install(watcher, out_dir)
+            result = _install(watcher, out_dir, installer)
             doing = "watching"
             if result is None:
                 continue
@@ -239,6 +334,20 @@ def _serve(
     except Exception as exc:
         _report(reporter.error, f"stopped while {doing}: {exc}")
         raise
+
+
+def _check_stage(out_dir: Path, failure: Failure | None) -> None:
+    """Exit 2 (raise) when versions cannot be staged: DIR is gone, or the disk is full,
+    read-only or not ours. Retrying unchanged cannot help, and nothing would install."""
+    if failure is None:
+        return
+    if not out_dir.is_dir():  # versions are staged inside it
+        raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {out_dir} is gone "
+                         f"({failure.message})")  # fmt: skip
+    cause = failure.cause
+    if isinstance(cause, LocalIOError):
+        raise LocalIOError(cause.errno, f"cannot stage a version for {out_dir / MODEL_FILE}: "
+                           f"{cause}") from cause  # fmt: skip
 
 
 def _report_failures(
@@ -255,10 +364,10 @@ def _report_failures(
         _report(reporter.failing, newest.message, newest.at_s)
 
 
-def _install(watcher: Watcher, out_dir: Path) -> InstallResult | None:
+def _install(watcher: Watcher, out_dir: Path, installer: _Installer) -> InstallResult | None:
     """Install the ready version into DIR; an OSError the writer let through is exit 2."""
     try:
-        return watcher.install(sink=lambda s: _write_file(out_dir, s))
+        return watcher.install(sink=installer)
     except WanrlError:
         raise
     except OSError as exc:

@@ -99,7 +99,7 @@ class NodeShare:
                     # map the committed file copy-on-write: the writer's mapping is shared,
                     # and a caller writing into its tensors must not change other processes'
                     snap = dataclasses.replace(fetched, tensors=_map(path).tensors)
-        self._prune(version)
+        self.prune(version)
         return snap
 
     def _open_verified(self, sub: Subscriber, path: Path, version: int) -> Snapshot | None:
@@ -134,8 +134,9 @@ class NodeShare:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def _prune(self, newest: int) -> None:
-        """Delete the files (and locks, and leftovers) of versions below the kept window."""
+    def prune(self, newest: int) -> None:
+        """Delete the files (and locks, and leftovers) of versions below the kept window
+        ending at ``newest``."""
         cutoff = newest - self.keep_versions + 1
         for entry in self.directory.iterdir():
             stem = entry.name.lstrip(".").split(".", 1)[0]

@@ -38,13 +38,14 @@ import random
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from ..errors import FetchCancelled, NotFoundError, UsageError, WanrlError
 from ..format.latest import Latest
 from ..store import SYSTEM_CLOCK, Clock
-from ..units import MiB, require_positive
+from ..units import MiB, require_int, require_positive
 from .node_share import NodeShare
 from .subscriber import Snapshot, Subscriber
 
@@ -67,6 +68,9 @@ class WatchConfig:
     # a directory (on a tmpfs: /dev/shm/...) that the watchers of one host share: each
     # version is downloaded once per host and mapped by all (wanrl_s3.fetch.node_share)
     share_dir: str | None = None
+    # with share_dir: how many of the newest versions' files it keeps (each one a snapshot
+    # on disk); 1 for a directory only this watcher uses (nothing to share, only to stage)
+    keep_versions: int = 3
 
     def __post_init__(self) -> None:
         require_positive("poll_interval_s", self.poll_interval_s)
@@ -74,6 +78,7 @@ class WatchConfig:
             raise UsageError(f"jitter_fraction must be in [0, 1), got {self.jitter_fraction}")
         for name in ("retry_backoff_s", "visible_backoff_s", "max_backoff_s", "invisible_grace_s"):
             require_positive(name, getattr(self, name))
+        require_int("keep_versions", self.keep_versions)
 
     def next_wait_s(self, rng: random.Random) -> float:
         return self._jittered(self.poll_interval_s, rng)
@@ -109,6 +114,9 @@ class Failure:
     what: str
     message: str
     at_s: float
+    # the exception behind it, for a caller that cannot go on after some kinds (a worker
+    # whose staging directory is full exits on a LocalIOError rather than retry forever)
+    cause: BaseException | None = field(default=None, compare=False, repr=False)
 
 
 def describe_source(path: tuple[int, ...], downloaded_bytes: int) -> str:
@@ -207,7 +215,11 @@ class Watcher:
         self._invisible_since: tuple[int, float] | None = None  # (version, monotonic start)
         self._download_failures = 0  # in a row, for the backoff
         self._threads: list[threading.Thread] = []
-        self._share = NodeShare(self.config.share_dir) if self.config.share_dir else None
+        self._share = (
+            NodeShare(self.config.share_dir, keep_versions=self.config.keep_versions)
+            if self.config.share_dir
+            else None
+        )
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> Watcher:
@@ -288,6 +300,15 @@ class Watcher:
         with self._lock:
             found = [v for v in (self._held_version(), self._state.visible) if v is not None]
         return max(found, default=None)
+
+    def staged_path(self, version: int) -> Path | None:
+        """The file ``version`` is staged in (with ``share_dir``), else None.
+
+        Such a file is written once, verified, and never changed in place (a file
+        that fails a later check is replaced whole), so a caller may hard-link it
+        to install it; it is deleted once it leaves the ``keep_versions`` window.
+        """
+        return None if self._share is None else self._share.path(version)
 
     def switch(self, subscriber: Subscriber) -> None:
         """Read from another store from now on (a region fallback, or back home).
@@ -513,6 +534,7 @@ class Watcher:
             "download",
             f"download of v{want} failed: {_describe(exc)} (attempt {self._download_failures}; "
             f"next in {wait_s:.1f} s)",
+            cause=exc,
         )
         self._work.wait(wait_s)
         self._work.set()  # try again
@@ -571,12 +593,20 @@ class Watcher:
     def _count(self, n: int) -> None:
         self._state.progress_bytes += n
 
-    def _record(self, what: str, message: str, *, fatal: bool = False, log_it: bool = True) -> None:
+    def _record(
+        self,
+        what: str,
+        message: str,
+        *,
+        fatal: bool = False,
+        log_it: bool = True,
+        cause: BaseException | None = None,
+    ) -> None:
         """Log a failure in one line and keep it as the current failure of its kind."""
         if log_it:
             (log.error if fatal else log.warning)("%s", message)
         with self._lock:
-            self._state.failures[what] = Failure(what, message, self.clock.time())
+            self._state.failures[what] = Failure(what, message, self.clock.time(), cause)
 
     def _clear(self, what: str) -> None:
         with self._lock:
