@@ -102,19 +102,25 @@ def run(args: argparse.Namespace) -> int:
     def publisher() -> Publisher:
         return Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
 
+    order = [name for f in files for name in f.specs]  # the order the publisher encodes in
     with Subscriber(stores[0]) as sub:
         pub = publisher()
-        base = _resume(pub, sub, args.base) if args.delta != "never" else None
+        base = _resume(pub, sub, args.base, order) if args.delta != "never" else None
+        streamed = base if isinstance(base, StreamedBase) else None
         try:
             result = _publish(pub, files, base, args.version)
         except VerificationError:
-            if not isinstance(base, StreamedBase) or base.failed is None:
+            if streamed is None or streamed.failed is None:
                 raise
+            streamed.close()  # stop fetching ahead: the keyframe needs no base
             print(
-                f"v{base.version} does not verify ({base.failed}): publishing a keyframe",
+                f"v{streamed.version} does not verify ({streamed.failed}): publishing a keyframe",
                 file=sys.stderr,
             )
             result = _publish(publisher(), files, None, args.version)
+        finally:
+            if streamed is not None:
+                streamed.close()
     _print(args, stores, result)
     return 0
 
@@ -174,13 +180,14 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
 
 
 def _resume(
-    publisher: Publisher, sub: Subscriber, base_path: str | None
+    publisher: Publisher, sub: Subscriber, base_path: str | None, order: list[str]
 ) -> Mapping[str, np.ndarray] | None:
     """Continue from the store's newest version (verified), so a delta can go out.
 
     The base is ``--base FILE`` (checked against the manifest, then mapped), or
-    else the newest version itself, streamed in a tensor at a time while the
-    delta is encoded (:class:`StreamedBase`). Returns what was adopted, if anything.
+    else the newest version itself, streamed in while the delta is encoded, a few
+    tensors ahead in the source's ``order`` (:class:`StreamedBase`). Returns what
+    was adopted, if anything.
     """
     base = None
     if base_path:
@@ -193,7 +200,7 @@ def _resume(
     if base is None:
         point = resume_point(sub)
         if point is not None:
-            base = Snapshot(point.version, StreamedBase(sub, point.version))
+            base = Snapshot(point.version, StreamedBase(sub, point.version, order=order))
     try:
         point = resume(publisher, base=base)
     except UsageError as exc:

@@ -1,4 +1,4 @@
-"""A published version as a delta base, fetched and verified one tensor at a time.
+"""A published version as a delta base, fetched and verified a few tensors ahead.
 
 A one-shot ``wanrl-s3 publish`` that continues a run needs the newest version's
 bits to encode its delta against. Downloading that version whole costs 1x the
@@ -8,8 +8,20 @@ instead (``Publisher.adopt_base(..., borrow=True)``): its values are scratch
 arrays that hold no memory until :meth:`load` fills one, verified against the
 manifest like any fetch, and :meth:`drop` frees it again. The caller loads each
 tensor just before the publisher encodes it and drops it right after
-(:class:`wanrl_s3.io.source.StreamedSource`'s hooks), so one base tensor is
-resident at a time.
+(:class:`wanrl_s3.io.source.StreamedSource`'s hooks).
+
+Fetched only when asked for, each base tensor's round trip would add to the
+encoding instead of overlapping it (a 1 GiB delta publish took twice as long as
+with the base downloaded whole). So :meth:`load` also starts fetching the
+tensors that come next in ``order`` (the source's order, which is the order the
+publisher encodes in) on a few threads, while their output bytes that are
+fetched or in flight but not yet loaded fit in ``ahead_bytes`` (one tensor
+bigger than that is fetched alone). Resident base memory is therefore the
+tensor being encoded plus at most ``max(ahead_bytes, the biggest tensor)``, and
+the coded payload of the fetches in flight. A tensor asked for out of that
+order is fetched on demand. A prefetched tensor that fails its check fails the
+:meth:`load` of that tensor, exactly as a fetch on demand would (the caller
+then publishes a keyframe); one never loaded fails nothing.
 
 The publisher copies the mapping at adoption and reads only the tensor it is
 encoding; a value read before its :meth:`load` would be zeros. That is why the
@@ -18,32 +30,63 @@ loading is tied to the source's iteration, never left to the caller's memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
 from ..errors import VerificationError
 from ..format import dtypes
 from ..io.pages import discard, scratch
+from ..units import MiB, require_int
 from .subscriber import Subscriber, VerifiedOnLoad
+
+AHEAD_BYTES = 64 * MiB  # base tensors fetched ahead of the encoder (one bigger one alone)
+AHEAD_THREADS = 4  # tensor fetches at once; each spreads its ranges on the subscriber's pool
 
 
 class StreamedBase(VerifiedOnLoad):
-    """The tensors of ``version`` from ``sub``'s store, each one loaded on request."""
+    """The tensors of ``version`` from ``sub``'s store, each one loaded on request and
+    the next ones in ``order`` (default: the manifest's) fetched ahead meanwhile."""
 
-    def __init__(self, sub: Subscriber, version: int) -> None:
+    def __init__(
+        self,
+        sub: Subscriber,
+        version: int,
+        *,
+        order: Iterable[str] | None = None,
+        ahead_bytes: int = AHEAD_BYTES,
+        threads: int = AHEAD_THREADS,
+    ) -> None:
+        """``ahead_bytes=0`` fetches nothing ahead: every tensor on demand."""
+        self.ahead_bytes = require_int("ahead_bytes", ahead_bytes, minimum=0)
+        self.threads = require_int("threads", threads)
         self.sub = sub
         self.plan = sub.plan(version)  # from its keyframe: nothing local is trusted
         self.manifest = self.plan.target
         self._arrays = {
             e.name: scratch(e.shape, dtypes.by_name(e.dtype).numpy) for e in self.manifest.tensors
         }
+        names = self._arrays if order is None else order
+        self._order = [n for n in dict.fromkeys(names) if n in self._arrays]
+        self._position = {n: i for i, n in enumerate(self._order)}
+        self._next = 0  # the first position of _order not yet fetched or passed over
+        self._ahead: dict[str, Future[None]] = {}  # fetched or in flight, not yet loaded
+        self._ahead_size = 0
+        self._pool: ThreadPoolExecutor | None = None
         self._loaded: set[str] = set()
+        self.on_demand = 0  # loads that found their tensor not fetched ahead
         self.failed: str | None = None  # what did not verify; the caller publishes a keyframe
 
     @property
     def version(self) -> int:
         return self.manifest.version
+
+    @property
+    def ahead(self) -> tuple[str, ...]:
+        """The tensors fetched or being fetched ahead of the encoder, in order."""
+        return tuple(self._ahead)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self._arrays[name]
@@ -55,11 +98,20 @@ class StreamedBase(VerifiedOnLoad):
         return len(self._arrays)
 
     def load(self, name: str) -> None:
-        """Fetch and verify tensor ``name`` into its array (a name the base lacks: nothing)."""
+        """Tensor ``name`` verified in its array (a name the base lacks: nothing), and the
+        tensors after it in ``order`` fetched ahead as far as ``ahead_bytes`` allows."""
         if name not in self._arrays or name in self._loaded:
             return
+        future = self._take(name)
+        position = self._position.get(name, -1)
+        self._next = max(self._next, position + 1)  # what it passed over: on demand
+        self._top_up()
         try:
-            self.sub.fetch_tensor(self.plan, name, self._arrays[name])
+            if future is None:
+                self.on_demand += 1
+                self._fetch(name)
+            else:
+                future.result()
         except VerificationError as exc:
             self.failed = f"tensor {name!r} of v{self.version}: {exc}"
             raise
@@ -67,6 +119,54 @@ class StreamedBase(VerifiedOnLoad):
 
     def drop(self, name: str) -> None:
         """Free tensor ``name``'s memory; it is not read again."""
-        if name in self._loaded:
+        _settle(self._take(name))
+        if name in self._arrays:
             discard(self._arrays[name])
-            self._loaded.discard(name)
+        self._loaded.discard(name)
+
+    def close(self) -> None:
+        """Stop fetching ahead and free every tensor (after the publication, or before a
+        keyframe that no longer needs the base)."""
+        for name in list(self._ahead):
+            self.drop(name)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        for name in list(self._loaded):
+            self.drop(name)
+
+    def __enter__(self) -> StreamedBase:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _fetch(self, name: str) -> None:
+        self.sub.fetch_tensor(self.plan, name, self._arrays[name])
+
+    def _take(self, name: str) -> Future[None] | None:
+        """Stop counting ``name`` as ahead; its fetch, if one was started."""
+        future = self._ahead.pop(name, None)
+        if future is not None:
+            self._ahead_size -= self._arrays[name].nbytes
+        return future
+
+    def _top_up(self) -> None:
+        """Start fetching the next tensors in order while what is ahead fits the bound."""
+        while self.ahead_bytes and self._next < len(self._order):
+            name = self._order[self._next]
+            size = self._arrays[name].nbytes
+            if self._ahead and self._ahead_size + size > self.ahead_bytes:
+                return
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="wanrl-base")
+            self._ahead[name] = self._pool.submit(self._fetch, name)
+            self._ahead_size += size
+            self._next += 1
+
+
+def _settle(future: Future[None] | None) -> None:
+    """Cancel a fetch not started yet, or wait for one running; its outcome is not needed."""
+    if future is not None and not future.cancel():
+        with contextlib.suppress(Exception):
+            future.result()
