@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
     "PublishResult": ".publish.publisher",
     "Publisher": ".publish.publisher",
     "ShardedPublisher": ".publish.shard",
+    "ShareSelector": ".publish.assign",
     "resume": ".publish.resume",
     "resume_point": ".publish.resume",
     "ResumePoint": ".publish.resume",
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
     from .format.signing import Signer, Verifier, generate_keypair
     from .io.safetensors_file import SafetensorsFile, write_file
     from .io.tensors import to_numpy, to_torch
+    from .publish.assign import ShareSelector
     from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
     from .publish.resume import ResumePoint, resume, resume_point
     from .publish.shard import ShardedPublisher
@@ -152,6 +154,7 @@ __all__ = [
     "RetryPolicy",
     "SafetensorsFile",
     "ShardedPublisher",
+    "ShareSelector",
     "SignatureError",
     "Signer",
     "Snapshot",

@@ -16,7 +16,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from wanrl_s3 import PublishResult, ShardedPublisher, Subscriber, open_store
+from wanrl_s3 import (
+    PublishResult,
+    RetryPolicy,
+    ShardedPublisher,
+    ShareSelector,
+    Subscriber,
+    open_store,
+    to_torch,
+)
 from wanrl_s3.errors import StoreError, UsageError, VersionConflictError
 from wanrl_s3.fleet.retention import RetentionPolicy, collect
 from wanrl_s3.format import latest, layout
@@ -48,12 +56,17 @@ def run_ranks(calls: Sequence[Callable[..., Any]]) -> list[Any]:
         return [f.exception() or f.result() for f in futures]
 
 
-def ranks_of(url: str, endpoint: str, ranks: int, **kw: Any) -> list[ShardedPublisher]:
+def ranks_of(
+    url: str, endpoint: str, ranks: int, retry: RetryPolicy | None = None, **kw: Any
+) -> list[ShardedPublisher]:
     kw.setdefault("run_id", "job-a")
     kw.setdefault("poll_s", 0.05)
     kw.setdefault("timeout_s", 60.0)
+    store_kw = (
+        {"endpoint_url": endpoint} if retry is None else {"endpoint_url": endpoint, "retry": retry}
+    )
     return [
-        ShardedPublisher(open_store(url, endpoint_url=endpoint), CONFIG, rank=r, ranks=ranks, **kw)
+        ShardedPublisher(open_store(url, **store_kw), CONFIG, rank=r, ranks=ranks, **kw)
         for r in range(ranks)
     ]
 
@@ -86,6 +99,7 @@ def test_ranks_publish_shares_and_a_subscriber_pulls_the_whole_version(
     s3_url: str, moto_endpoint: str, ranks: int
 ) -> None:
     pubs = ranks_of(s3_url, moto_endpoint, ranks)
+    assert [(p.rank, p.ranks) for p in pubs] == [(r, ranks) for r in range(ranks)]
     state = model()
     results = publish_all(pubs, state, 1)
     assert isinstance(results[0], PublishResult) and results[0].latest_moved
@@ -153,6 +167,29 @@ def test_a_rank_without_a_base_sends_its_share_whole_and_the_cadence_holds(
         assert m3.kind == "delta" and "xor-delta" in encodings and encodings - {"xor-delta"}
         assert sub.manifest(4).kind == "full"  # keyframe_every=3, on both ranks
         assert_bit_exact(sub.fetch(3).tensors, states[2])
+
+
+def test_balanced_ranks_may_hold_placeholders_for_the_tensors_of_other_ranks(
+    s3_url: str, moto_endpoint: str
+) -> None:
+    """Each rank holds only its share (as ShareSelector picks it); every other tensor is a
+    torch ``meta`` tensor, which has no data to read: the version still commits whole."""
+    torch = pytest.importorskip("torch")
+    state = model()
+    pubs = ranks_of(s3_url, moto_endpoint, 3)
+    per_rank = []
+    for pub in pubs:
+        selector = ShareSelector(pub.rank, pub.ranks)
+        held: dict[str, Any] = {}
+        for name, arr in state.items():
+            real = to_torch(arr)
+            meta = torch.empty(real.shape, dtype=real.dtype, device="meta")
+            held[name] = real if selector.owner(name, meta) == pub.rank else meta
+        assert 0 < sum(not t.is_meta for t in held.values()) < len(state)
+        per_rank.append(held)
+    results = publish_all(pubs, per_rank, 1)
+    assert isinstance(results[0], PublishResult) and results[1:] == [None, None], results
+    assert_bit_exact(pulled(pubs[0]._publisher.store), state)
 
 
 def test_own_mode_each_rank_publishes_what_it_sees(s3_url: str, moto_endpoint: str) -> None:
@@ -267,6 +304,30 @@ def test_a_rank_that_never_arrives_times_out_and_nothing_becomes_visible(
     collect(store, RetentionPolicy(grace_s=0.0))
     assert keys_under(store, 2) == []
     assert_bit_exact(pulled(store), state)
+
+
+def test_a_rank_that_fails_before_its_share_stops_the_others_at_once(
+    s3_url: str, moto_endpoint: str
+) -> None:
+    """Rank 2 cannot read LATEST (its claimability check fails, on it alone): it posts the
+    abort, so rank 1 (waiting for the commit) and rank 0 (waiting for the shares) stop at
+    their first look instead of waiting out timeout_s, and remove their shares."""
+    clock, timeout_s = FakeClock(), 600.0
+    kw = {"timeout_s": timeout_s, "poll_s": 0.5, "clock": clock}
+    pubs = ranks_of(s3_url, moto_endpoint, 3, **kw)
+    state = model()
+    unreadable = Rule(Fault.INTERNAL_ERROR, method="GET", key=r"/LATEST$")
+    with FaultProxy(moto_endpoint, rules=[unreadable]) as proxy:
+        pubs[2] = ranks_of(s3_url, proxy.url, 3, RetryPolicy(max_attempts=1), **kw)[2]
+        with pytest.raises(StoreError, match="LATEST"):
+            pubs[2].publish(state, 1)
+    for rank in (1, 0):  # rank 0 last: it meets the abort while gathering
+        with pytest.raises(StoreError, match=r"not committed: rank 2: it could not begin v1"):
+            pubs[rank].publish(state, 1)
+    assert sum(clock.sleeps) < 0.01 * timeout_s
+    store = pubs[0]._publisher.store
+    assert latest.read(store) is None and not store.exists(layout.manifest_key(1))
+    assert [k for k in keys_under(store, 1) if k.endswith(".bin")] == []
 
 
 def test_a_lost_response_to_a_share_record_create_is_ours(s3_url: str, moto_endpoint: str) -> None:

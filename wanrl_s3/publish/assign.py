@@ -14,19 +14,24 @@ with tensors missing.
 ``own`` (each rank sees only its shards): a rank publishes every tensor it is
 given. Nothing guarantees the shares are disjoint, so the merge refuses
 duplicate names (:mod:`wanrl_s3.publish.merge`).
+
+:class:`ShareSelector` is public (``wanrl_s3.ShareSelector``) so that a caller
+can know a rank's share *while* its stream goes past (an adapter that copies
+only its own tensors to host memory) with the very rule the publisher applies,
+instead of a copy of it that could drift.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
 from ..errors import UsageError
 from ..format import hashing
 from ..io.tensors import TensorLike, is_torch
-from .share_record import ASSIGN_MODES
+from ..units import require_int
+from .share_record import ASSIGN_MODES, MAX_RANKS
 
 
 def size_of(x: TensorLike) -> tuple[tuple[int, ...], int]:
@@ -37,25 +42,55 @@ def size_of(x: TensorLike) -> tuple[tuple[int, ...], int]:
     return arr.shape, int(arr.nbytes)
 
 
-class ShareSelector:
-    """Picks this rank's tensors out of a stream of (name, tensor) pairs."""
+def check_rank(name: str, value: object, ranks: object) -> int:
+    """``value`` as a rank among ``ranks`` (both checked; one line naming the field if not)."""
+    count = require_int("ranks", ranks)
+    if count > MAX_RANKS:
+        raise UsageError(f"ranks must be at most {MAX_RANKS}, got {count}")
+    rank = require_int(name, value, minimum=0)
+    if rank >= count:
+        raise UsageError(f"{name} must be below ranks ({count}), got {rank}")
+    return rank
 
-    def __init__(self, rank: int, ranks: int, assign: str) -> None:
+
+class ShareSelector:
+    """Which rank publishes each tensor of a stream, and this rank's picks out of it.
+
+    One selector per rank and per version (the balance starts at zero), fed the
+    stream in its order. ``assign="balanced"``: every rank computes the same
+    owner for every tensor from the sizes seen so far (see the module
+    docstring); ``"own"``: this rank publishes every tensor it is given.
+
+    Guarantee (balanced): a tensor's owner depends only on its byte size and
+    those of the tensors before it (the stream check adds names and shapes). Of
+    a tensor that is not this rank's, the selector (and so
+    :class:`~wanrl_s3.ShardedPublisher`) reads only its name, shape and dtype
+    (element size), never its data: a storage-less placeholder of the published
+    shape and dtype (a torch ``meta`` tensor) is a valid stand-in for it.
+    """
+
+    def __init__(self, rank: int, ranks: int, assign: str = "balanced") -> None:
         if assign not in ASSIGN_MODES:
             raise UsageError(f"assign must be one of {', '.join(ASSIGN_MODES)}, got {assign!r}")
-        self.rank, self.ranks, self.balanced = rank, ranks, assign == "balanced"
-        self.loads_bytes = [0] * ranks
+        self.rank: int = check_rank("rank", rank, ranks)
+        self.ranks: int = ranks
+        self.balanced: bool = assign == "balanced"
+        self.loads_bytes: list[int] = [0] * ranks
         self._stream = hashing.Hasher()
 
     def owner(self, name: str, x: TensorLike) -> int:
-        """The rank that publishes ``x`` (advances the balance: call once per tensor, in order)."""
+        """The rank that publishes ``x`` (advances the balance: call once per tensor, in order).
+
+        Reads ``x``'s shape and element size only (see the class docstring).
+        """
         shape, size = size_of(x)
         rank = min(range(self.ranks), key=self.loads_bytes.__getitem__)
         self.loads_bytes[rank] += size
         self._stream.update(f"{name}\0{shape}\0{size}\n".encode())
         return rank
 
-    def select(self, items: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    def select(self, items: Iterable[tuple[str, TensorLike]]) -> Iterator[tuple[str, TensorLike]]:
+        """The (name, tensor) pairs of ``items`` that this rank publishes, lazily, in order."""
         for name, x in items:
             if not self.balanced or self.owner(name, x) == self.rank:
                 yield name, x

@@ -25,6 +25,9 @@ Design choices, and why:
   generator. A rank that dies means no commit: the committer times out
   (``timeout_s``, on an injectable clock) with an error naming the missing ranks,
   posts an abort so that the others stop waiting, and nothing becomes visible.
+  Any rank that fails once the version is chosen (its claimability check, its
+  upload, its record) posts that abort too, so the others stop at once rather
+  than wait out ``timeout_s``.
   The other ranks wait for the commit too (at most ``2 * timeout_s``: the
   committer may itself still be waiting), so each rank keeps its delta base only
   for a version that really committed with its share in it; a rank that gives up
@@ -68,12 +71,12 @@ from ..format import layout
 from ..format.manifest import RUN_ID_RE, Manifest
 from ..io.tensors import StateDict, iter_items
 from ..store import SYSTEM_CLOCK, Clock, ObjectStore
-from ..units import require_int, require_positive
-from .assign import ShareSelector
+from ..units import require_positive
+from .assign import ShareSelector, check_rank
 from .merge import merge
 from .publisher import PublishConfig, Publisher, PublishResult, _Base, _Draft
 from .rendezvous import Rendezvous
-from .share_record import ASSIGN_MODES, MAX_RANKS, ShareRecord
+from .share_record import ASSIGN_MODES, ShareRecord
 
 
 @dataclass(frozen=True)
@@ -88,12 +91,8 @@ class _Ranks:
     poll_s: float
 
     def __post_init__(self) -> None:
-        if require_int("ranks", self.ranks) > MAX_RANKS:
-            raise UsageError(f"ranks must be at most {MAX_RANKS}, got {self.ranks}")
-        for name in ("rank", "commit_rank"):
-            value = require_int(name, getattr(self, name), minimum=0)
-            if value >= self.ranks:
-                raise UsageError(f"{name} must be below ranks ({self.ranks}), got {value}")
+        check_rank("rank", self.rank, self.ranks)
+        check_rank("commit_rank", self.commit_rank, self.ranks)
         if self.assign not in ASSIGN_MODES:
             raise UsageError(
                 f"assign must be one of {', '.join(ASSIGN_MODES)}, got {self.assign!r}"
@@ -108,6 +107,11 @@ class ShardedPublisher:
     Construct one on every rank with the same ``store``, ``config``, ``ranks``,
     ``run_id`` and ``assign``; only the committing rank (``commit_rank``) needs a
     ``signer``. Not thread-safe: one publish at a time per rank.
+
+    With ``assign="balanced"`` a rank reads only the name, shape and dtype of the
+    tensors that are not its own, never their data (:class:`~wanrl_s3.ShareSelector`
+    decides which are, with the same rule): other ranks' tensors may be storage-less
+    placeholders (torch ``meta`` tensors), so a rank need hold only its share.
     """
 
     def __init__(
@@ -135,6 +139,16 @@ class ShardedPublisher:
             )
         self._publisher = Publisher(store, config, run_id=run_id, signer=signer)
         self.clock = clock or SYSTEM_CLOCK
+
+    @property
+    def rank(self) -> int:
+        """This rank (0 to ``ranks - 1``)."""
+        return self.spec.rank
+
+    @property
+    def ranks(self) -> int:
+        """How many ranks publish each version."""
+        return self.spec.ranks
 
     @property
     def run_id(self) -> str:
@@ -166,11 +180,15 @@ class ShardedPublisher:
         UsageError if the shares do not fit together (nothing visible).
         """
         start = time.monotonic()
-        base, held = self._publisher._begin(version)
         meet = Rendezvous(
-            self._publisher.store, version, self.run_id, self.spec.ranks,
+            self._publisher.store, layout.check_version(version), self.run_id, self.spec.ranks,
             self.spec.timeout_s, self.spec.poll_s, self.clock,
         )  # fmt: skip
+        try:
+            base, held = self._publisher._begin(version)
+        except BaseException as exc:  # e.g. LATEST unreadable here only: stop the others now
+            meet.abort(self.spec.rank, f"it could not begin v{version}: {exc}")
+            raise
         draft, own = self._share(tensors, version, base, held, progress, meet)
         if self.is_committer:
             manifest, moved = self._commit(own, meet, metadata or {})

@@ -40,7 +40,7 @@ def cast_floating(
     """
     for name, tensor in weights:
         target = published_dtype(tensor, dtype)
-        other = None if share is None else share.other(tensor, target)
+        other = None if share is None else share.other(name, tensor, target)
         if other is not None:
             yield name, other
         else:
@@ -69,7 +69,7 @@ class HostBuffers:
         filled: dict[str, torch.Tensor] = {}
         for name, tensor in weights:
             target = published_dtype(tensor, self.dtype)
-            other = None if share is None else share.other(tensor, target)
+            other = None if share is None else share.other(name, tensor, target)
             if other is not None:
                 stream[name] = other
                 continue

@@ -273,7 +273,7 @@ class TrainerSide:
             log.info(
                 "wanrl_s3: rank %d publishes shares, which do not resume: the first version "
                 "of this launch is a keyframe",
-                publisher.spec.rank,
+                publisher.rank,
             )
             return
         point = resume(publisher)

@@ -23,12 +23,12 @@ from typing import Any
 import pytest
 import torch
 
-from wanrl_s3 import Subscriber, Verifier, generate_keypair
+from wanrl_s3 import ShareSelector, Subscriber, Verifier, generate_keypair
 from wanrl_s3.errors import StoreError, UsageError
-from wanrl_s3.publish.assign import ShareSelector
 from wanrl_s3.store import open_store
 from wanrl_s3.testing import Fault, FaultProxy, Rule
 from wanrl_s3_verl.background import PublicationFailedError
+from wanrl_s3_verl.host_copy import published_dtype
 from wanrl_s3_verl.ranks import RankGroup, decode_run_id, encode_run_id, new_run_id
 from wanrl_s3_verl.share import BalancedShare
 
@@ -65,17 +65,28 @@ def payload_ids(sub: Subscriber, version: int) -> set[str]:
     return {o.key.split("/")[0] for o in sub.manifest(version).objects}
 
 
-def test_the_balanced_share_is_the_cores_assignment() -> None:
-    """The host copy picks its share before the core does: both rules must agree exactly."""
+def test_the_balanced_share_is_the_cores_assignment_of_the_published_tensors() -> None:
+    """The host copy picks its share (from verl's fp32 and int64 tensors) before the
+    publisher does (from the published ones: fp32 cast to bf16, int64 kept): the picks
+    must be the same, and the others placeholders of the published shape and dtype."""
     rng = random.Random(3)
     for n in (1, 2, 3, 4, 7):
-        sizes = [rng.choice([2, 64, 4096, 1 << 20]) * rng.randint(1, 9) for _ in range(200)]
-        stream = [(f"t{i}", torch.empty(s // 2, dtype=torch.bfloat16)) for i, s in enumerate(sizes)]
+        kinds = [torch.float32, torch.float32, torch.int64]
+        stream = [
+            (f"t{i}", torch.empty(rng.choice([1, 32, 2048, 1 << 19]), dtype=rng.choice(kinds)))
+            for i in range(200)
+        ]
+        published = [(name, t.to(published_dtype(t, "bf16"))) for name, t in stream]
         for rank in range(n):
-            core = {name for name, _ in ShareSelector(rank, n, "balanced").select(iter(stream))}
-            mirror = BalancedShare(rank, n)
-            ours = {name for name, t in stream if mirror.other(t, t.dtype) is None}
-            assert ours == core, f"rank {rank} of {n}"
+            core = {name for name, _ in ShareSelector(rank, n, "balanced").select(published)}
+            share = BalancedShare(rank, n)
+            others = {name: share.other(name, t, published_dtype(t, "bf16")) for name, t in stream}
+            assert {name for name, p in others.items() if p is None} == core, f"{rank} of {n}"
+            for (name, t), (_, want) in zip(stream, published, strict=True):
+                placeholder = others[name]
+                if placeholder is not None:
+                    assert placeholder.is_meta and placeholder.dtype == want.dtype
+                    assert placeholder.shape == t.shape
 
 
 def test_two_ranks_publish_their_shares_a_keyframe_then_a_delta(
