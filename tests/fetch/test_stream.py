@@ -185,7 +185,7 @@ def test_a_tensor_damaged_on_the_way_is_read_once_more(
         rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/v/0+1/.*\.bin$", count=1)
     with FaultProxy(moto_endpoint, rules=[rule]) as proxy:
         via = open_store(s3_url, endpoint_url=proxy.url)
-        with Subscriber(via) as sub, caplog.at_level("WARNING", logger=stream.__name__):
+        with Subscriber(via) as sub, caplog.at_level("INFO", logger=stream.__name__):
             got = sub.fetch(2) if kind == "delta" else sub.fetch(1)
         assert proxy.counts[Fault.FLIP_RESPONSE] == 1
     want = v2 if kind == "delta" else v1

@@ -20,6 +20,7 @@ A tensor whose check fails is downloaded once more before the failure stands:
 a byte flipped on the way (a proxy, a NIC, a bad read) must not fail a whole
 pull that a second read would serve, while damage in the store fails the
 second check too. The cost of that read is only ever paid for a bad tensor.
+The second read is logged at INFO, like any retry: a refusal stays one line.
 
 Nothing is handed out here: the caller commits the outputs only after every
 tensor verified. Output pages of a file map are given back once their tensor
@@ -224,7 +225,7 @@ class Streamer:
         except VerificationError as exc:
             if self.flight.error is not None or self._cancelled():
                 raise
-            log.warning("%s; reading tensor %r once more", exc, t.recipe.name)
+            log.info("%s; reading tensor %r once more", exc, t.recipe.name)
         for req in plan_requests(list(self._jobs(t)), self.range_bytes):
             run_request(self.store, req, None)
             with self.flight.cond:

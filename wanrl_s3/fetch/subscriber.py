@@ -252,7 +252,7 @@ class Subscriber:
             except (ManifestError, SignatureError, VerificationError) as exc:
                 if attempt:
                     raise
-                log.warning("%s; reading the manifest of version %d once more", exc, version)
+                log.info("%s; reading the manifest of version %d once more", exc, version)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def missing(self, version: int, have_version: int | None = None) -> str | None:
