@@ -573,7 +573,8 @@ class Campaign:
             for argv, child, code in zip(argvs, children, codes, strict=True):
                 self.check_output(argv, Done(code, "", child.stderr()))
             if sorted(codes) != [0, 4]:
-                self.fail("versions_lost", f"v{version}: racing publishers exited {codes}")
+                said = [c.stderr().strip()[-300:] for c in children]
+                self.fail("versions_lost", f"v{version}: racing publishers exited {codes}: {said}")
             winners = [tensors_digest(m) for m, c in zip(models, codes, strict=True) if c == 0]
             self.published[(url, version)] = set(winners[:1])
             self.expect_fetchable(url, version, f"racers exited {codes}")

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from wanrl_s3.errors import UsageError, VerificationError
+from wanrl_s3.errors import UsageError, VerificationError, VersionConflictError
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.publish.resume import resume, resume_point
@@ -64,6 +64,16 @@ def test_resume_from_a_local_copy_checks_it(store: ObjectStore) -> None:
     snapshot.tensors["layer0.w"][0] += 1  # a local copy that is not what was published
     with pytest.raises(VerificationError):
         resume(Publisher(store, CONFIG), base=snapshot)
+
+
+def test_a_publisher_that_lost_the_race_since_it_looked_is_a_conflict(store: ObjectStore) -> None:
+    """It read v1 as the newest and took it as its base; v2 landed before it resumed."""
+    _two_versions(store)
+    with Subscriber(store) as sub:
+        older = sub.fetch(1)
+    with pytest.raises(VersionConflictError, match="version 2 is not newer than the newest"):
+        resume(Publisher(store, CONFIG), base=older, publishing=2)
+    assert resume(Publisher(store, CONFIG), publishing=3) is not None
 
 
 def test_an_empty_store_has_nothing_to_resume() -> None:

@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     order = [name for f in files for name in f.specs]  # the order the publisher encodes in
     with Subscriber(stores[0]) as sub:
         pub = publisher()
-        base = _resume(pub, sub, args.base, order) if args.delta != "never" else None
+        base = _resume(pub, sub, args.base, order, args.version) if args.delta != "never" else None
         streamed = base if isinstance(base, StreamedBase) else None
         try:
             result = _publish(pub, files, base, args.version)
@@ -180,7 +180,7 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
 
 
 def _resume(
-    publisher: Publisher, sub: Subscriber, base_path: str | None, order: list[str]
+    publisher: Publisher, sub: Subscriber, base_path: str | None, order: list[str], version: int
 ) -> Mapping[str, np.ndarray] | None:
     """Continue from the store's newest version (verified), so a delta can go out.
 
@@ -202,7 +202,7 @@ def _resume(
         if point is not None:
             base = Snapshot(point.version, StreamedBase(sub, point.version, order=order))
     try:
-        point = resume(publisher, base=base)
+        point = resume(publisher, base=base, publishing=version)
     except UsageError as exc:
         raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
     except VerificationError as exc:  # only a --base file can fail here (see resume)

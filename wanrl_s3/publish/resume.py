@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError, VerificationError
+from ..errors import UsageError, VerificationError, VersionConflictError
 from ..fetch.chain import lineage, safe_lookup
 from ..fetch.subscriber import Snapshot, Subscriber
 
@@ -65,8 +65,13 @@ def resume(
     *,
     base: Snapshot | None = None,
     verifier: Verifier | None = None,
+    publishing: int | None = None,
 ) -> ResumePoint | None:
     """Adopt the newest version of ``publisher``'s primary store as its delta base.
+
+    ``publishing``: the version about to be published. When the store's newest is
+    already at or past it (another publisher won the race since the caller looked),
+    that is a VersionConflictError (exit 4), not a stale base (exit 2).
 
     ``base``: a local copy of that version (a pulled file), checked against its
     manifest instead of downloading it; it must hold the newest version. Returns
@@ -87,6 +92,11 @@ def resume(
                 point.version,
             )
             return point
+        if publishing is not None and point.version >= publishing:
+            raise VersionConflictError(
+                f"version {publishing} is not newer than the newest version (v{point.version}) "
+                f"at {publisher.store.url}; publish {point.version + 1} or later"
+            )
         if base is not None and base.version != point.version:
             raise UsageError(
                 f"the local copy holds v{base.version} but the newest version is "
