@@ -109,8 +109,9 @@ def _sh(*argv: str) -> None:
 
 
 @contextlib.contextmanager
-def shaped_link(rate_mbit: float) -> Iterator[Link]:
-    """A namespace joined to this one by a veth pair with a tbf of ``rate_mbit`` on each end."""
+def shaped_link(rate_mbit: float | None) -> Iterator[Link]:
+    """A namespace joined to this one by a veth pair with a tbf of ``rate_mbit`` on each end
+    (None: no tbf)."""
     pid = os.getpid()
     ns, here, there = f"wanrl-wan-{pid}", f"wrh{pid}", f"wrf{pid}"
     subnet = f"10.211.{pid % 250 + 1}"
