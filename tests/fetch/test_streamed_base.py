@@ -21,7 +21,7 @@ from wanrl_s3.fetch.streamed_base import StreamedBase
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.io.safetensors_file import write_file
 from wanrl_s3.store import ObjectStore, open_store
-from wanrl_s3.testing import nudge_state
+from wanrl_s3.testing import FaultProxy, nudge_state
 
 
 def state(seed: int) -> dict[str, np.ndarray]:
@@ -169,3 +169,22 @@ def test_a_damaged_tensor_fetched_ahead_fails_its_own_load_only(
         base.load("w0")  # w2 fails ahead and is never asked for: nothing fails
         base.load("w1")
         assert base.failed is None
+
+
+def test_tensors_fetched_ahead_together_take_fewer_requests(
+    s3_url: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    v1 = published_base(tmp_path, s3_url, moto_endpoint, 10)
+    requests = {}
+    with FaultProxy(moto_endpoint) as proxy:
+        store = open_store(s3_url, endpoint_url=proxy.url)
+        for ahead in (0, 4 * v1["w0"].nbytes):  # nothing ahead; then groups of two tensors
+            with Subscriber(store) as sub, StreamedBase(sub, 1, ahead_bytes=ahead) as base:
+                proxy.reset_counters()
+                for name in v1:
+                    base.load(name)
+                    assert base[name].tobytes() == v1[name].tobytes()
+                    base.drop(name)
+                requests[ahead] = proxy.requests
+    assert requests[0] == 4  # one ranged GET per tensor
+    assert min(requests.values()) == 3  # w0 on demand, then (w1, w2) and (w3): one GET each

@@ -10,18 +10,20 @@ manifest like any fetch, and :meth:`drop` frees it again. The caller loads each
 tensor just before the publisher encodes it and drops it right after
 (:class:`wanrl_s3.io.source.StreamedSource`'s hooks).
 
-Fetched only when asked for, each base tensor's round trip would add to the
-encoding instead of overlapping it (a 1 GiB delta publish took twice as long as
-with the base downloaded whole). So :meth:`load` also starts fetching the
-tensors that come next in ``order`` (the source's order, which is the order the
-publisher encodes in) on a few threads, while their output bytes that are
-fetched or in flight but not yet loaded fit in ``ahead_bytes`` (one tensor
-bigger than that is fetched alone). Resident base memory is therefore the
-tensor being encoded plus at most ``max(ahead_bytes, the biggest tensor)``, and
-the coded payload of the fetches in flight. A tensor asked for out of that
-order is fetched on demand. A prefetched tensor that fails its check fails the
-:meth:`load` of that tensor, exactly as a fetch on demand would (the caller
-then publishes a keyframe); one never loaded fails nothing.
+Fetched one at a time when asked for, each base tensor's round trips would add
+to the encoding instead of overlapping it, one request per tensor at least (a
+1 GiB delta publish took twice as long as with the base downloaded whole). So
+:meth:`load` also starts fetching the tensors that come next in ``order`` (the
+source's order, which is the order the publisher encodes in), in groups of
+consecutive tensors of up to ``ahead_bytes / 2`` (one stream each, adjacent
+tensors in one request), while the output bytes fetched or in flight but not
+yet loaded fit in ``ahead_bytes`` (one group bigger than that is fetched alone).
+Resident base memory is therefore the tensor being encoded plus at most
+``max(ahead_bytes, the biggest tensor)``, and the coded payload of the groups in
+flight. A tensor asked for out of that order is fetched on demand. A tensor in
+a group that failed its checks is fetched again on its own when loaded, so a
+damaged tensor fails the :meth:`load` of that tensor only, as a fetch on demand
+would (the caller then publishes a keyframe); one never loaded fails nothing.
 
 The publisher copies the mapping at adoption and reads only the tensor it is
 encoding; a value read before its :meth:`load` would be zeros. That is why the
@@ -31,7 +33,7 @@ loading is tied to the source's iteration, never left to the caller's memory.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -43,7 +45,7 @@ from ..units import MiB, require_int
 from .subscriber import Subscriber, VerifiedOnLoad
 
 AHEAD_BYTES = 64 * MiB  # base tensors fetched ahead of the encoder (one bigger one alone)
-AHEAD_THREADS = 4  # tensor fetches at once; each spreads its ranges on the subscriber's pool
+AHEAD_THREADS = 2  # groups fetched at once; each spreads its requests on the subscriber's pool
 
 
 class StreamedBase(VerifiedOnLoad):
@@ -59,7 +61,8 @@ class StreamedBase(VerifiedOnLoad):
         ahead_bytes: int = AHEAD_BYTES,
         threads: int = AHEAD_THREADS,
     ) -> None:
-        """``ahead_bytes=0`` fetches nothing ahead: every tensor on demand."""
+        """``ahead_bytes=0`` fetches nothing ahead: every tensor on demand. Groups fetched
+        ahead hold up to ``ahead_bytes // 2`` (at least one tensor)."""
         self.ahead_bytes = require_int("ahead_bytes", ahead_bytes, minimum=0)
         self.threads = require_int("threads", threads)
         self.sub = sub
@@ -72,7 +75,8 @@ class StreamedBase(VerifiedOnLoad):
         self._order = [n for n in dict.fromkeys(names) if n in self._arrays]
         self._position = {n: i for i, n in enumerate(self._order)}
         self._next = 0  # the first position of _order not yet fetched or passed over
-        self._ahead: dict[str, Future[None]] = {}  # fetched or in flight, not yet loaded
+        self._ahead: dict[str, Future[None]] = {}  # fetched or in flight, not yet loaded: its
+        # group's fetch
         self._ahead_size = 0
         self._pool: ThreadPoolExecutor | None = None
         self._loaded: set[str] = set()
@@ -109,9 +113,9 @@ class StreamedBase(VerifiedOnLoad):
         try:
             if future is None:
                 self.on_demand += 1
-                self._fetch(name)
+                self._fetch([name])
             else:
-                future.result()
+                _wait(future, lambda: self._fetch([name]))
         except VerificationError as exc:
             self.failed = f"tensor {name!r} of v{self.version}: {exc}"
             raise
@@ -141,8 +145,8 @@ class StreamedBase(VerifiedOnLoad):
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _fetch(self, name: str) -> None:
-        self.sub.fetch_tensor(self.plan, name, self._arrays[name])
+    def _fetch(self, names: list[str]) -> None:
+        self.sub.fetch_tensors(self.plan, {n: self._arrays[n] for n in names})
 
     def _take(self, name: str) -> Future[None] | None:
         """Stop counting ``name`` as ahead; its fetch, if one was started."""
@@ -152,17 +156,37 @@ class StreamedBase(VerifiedOnLoad):
         return future
 
     def _top_up(self) -> None:
-        """Start fetching the next tensors in order while what is ahead fits the bound."""
+        """Start fetching the next groups in order while what is ahead fits the bound."""
         while self.ahead_bytes and self._next < len(self._order):
-            name = self._order[self._next]
-            size = self._arrays[name].nbytes
+            group = self._group(self._next)
+            size = sum(self._arrays[n].nbytes for n in group)
             if self._ahead and self._ahead_size + size > self.ahead_bytes:
                 return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="wanrl-base")
-            self._ahead[name] = self._pool.submit(self._fetch, name)
+            future = self._pool.submit(self._fetch, group)
+            self._ahead.update(dict.fromkeys(group, future))
             self._ahead_size += size
-            self._next += 1
+            self._next += len(group)
+
+    def _group(self, start: int) -> list[str]:
+        """The tensors from position ``start`` on that fit ``ahead_bytes // 2`` (one at least)."""
+        group: list[str] = []
+        size = 0
+        for name in self._order[start:]:
+            size += self._arrays[name].nbytes
+            if group and size > self.ahead_bytes // 2:
+                break
+            group.append(name)
+        return group
+
+
+def _wait(future: Future[None], alone: Callable[[], None]) -> None:
+    """A group's fetch done; if it failed a check, the tensor fetched ``alone`` decides."""
+    try:
+        future.result()
+    except VerificationError:
+        alone()
 
 
 def _settle(future: Future[None] | None) -> None:

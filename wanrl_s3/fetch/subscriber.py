@@ -416,13 +416,18 @@ class Subscriber:
             return self._materialize(plan, None, alloc or _alloc, progress, cancel)
 
     def fetch_tensor(self, plan: FetchPlan, name: str, out: np.ndarray) -> None:
-        """Tensor ``name`` of ``plan``'s target into ``out``, verified; for a base adopted
-        lazily (:class:`~wanrl_s3.fetch.streamed_base.StreamedBase`), one tensor at a time."""
-        recipe = [r for r in plan.recipes if r.name == name]
-        if not recipe:
+        """Tensor ``name`` of ``plan``'s target into ``out``, verified."""
+        self.fetch_tensors(plan, {name: out})
+
+    def fetch_tensors(self, plan: FetchPlan, outs: Mapping[str, np.ndarray]) -> None:
+        """The tensors of ``plan``'s target that ``outs`` names into its arrays, verified, in
+        one stream (adjacent ones in one request); for a base adopted lazily
+        (:class:`~wanrl_s3.fetch.streamed_base.StreamedBase`), a few tensors at a time."""
+        recipes = tuple(r for r in plan.recipes if r.name in outs)
+        for name in set(outs) - {r.name for r in recipes}:
             raise NotFoundError(f"version {plan.target.version} has no tensor {name!r}")
-        one = FetchPlan(plan.steps, plan.have_version, tuple(recipe))
-        self._materialize(one, None, lambda _: out, None, None)
+        some = FetchPlan(plan.steps, plan.have_version, recipes)
+        self._materialize(some, None, lambda e: outs[e.name], None, None)
 
     def stream(
         self,
