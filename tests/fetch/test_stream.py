@@ -193,9 +193,7 @@ def test_a_tensor_damaged_on_the_way_is_read_once_more(
     assert [r for r in caplog.records if "once more" in r.message]
 
 
-def test_a_manifest_damaged_on_the_way_is_read_once_more(
-    s3_url: str, moto_endpoint: str
-) -> None:
+def test_a_manifest_damaged_on_the_way_is_read_once_more(s3_url: str, moto_endpoint: str) -> None:
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     state = weights(2, 16 * KiB, seed=5)
     Publisher(store).publish(state, 1)
@@ -206,10 +204,12 @@ def test_a_manifest_damaged_on_the_way_is_read_once_more(
         assert proxy.counts[Fault.FLIP_RESPONSE] == 1
     assert got.tensors["t1"].tobytes() == state["t1"].tobytes()
     rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/manifest\.json$", count=2)
-    with FaultProxy(moto_endpoint, rules=[rule]) as proxy:  # damaged every time: refused
-        with Subscriber(open_store(s3_url, endpoint_url=proxy.url)) as sub:
-            with pytest.raises(VerificationError):
-                sub.fetch(1)
+    with (
+        FaultProxy(moto_endpoint, rules=[rule]) as proxy,  # damaged every time: refused
+        Subscriber(open_store(s3_url, endpoint_url=proxy.url)) as sub,
+        pytest.raises(VerificationError),
+    ):
+        sub.fetch(1)
 
 
 def test_cancel_mid_stream_stops_every_request_and_returns_nothing() -> None:
