@@ -134,6 +134,11 @@ def test_the_next_tensors_are_fetched_ahead_within_the_bound(
             base.load(name)
             assert base[name].tobytes() == v1[name].tobytes()
         assert base.on_demand == 1  # only the first: every other one was fetched ahead
+    with Subscriber(store) as sub, StreamedBase(sub, 1, ahead_bytes=one - 1) as base:
+        base.load("w0")
+        assert base.ahead == ()  # a tensor bigger than the bound is never fetched ahead
+        base.load("w1")
+        assert base.on_demand == 2 and base["w1"].tobytes() == v1["w1"].tobytes()
 
 
 def test_a_tensor_asked_for_out_of_order_is_fetched_on_demand(

@@ -17,10 +17,10 @@ to the encoding instead of overlapping it, one request per tensor at least (a
 source's order, which is the order the publisher encodes in), in groups of
 consecutive tensors of up to ``ahead_bytes / 2`` (one stream each, adjacent
 tensors in one request), while the output bytes fetched or in flight but not
-yet loaded fit in ``ahead_bytes`` (one group bigger than that is fetched alone).
-Resident base memory is therefore the tensor being encoded plus at most
-``max(ahead_bytes, the biggest tensor)``, and the coded payload of the groups in
-flight. A tensor asked for out of that order is fetched on demand. A tensor in
+yet loaded fit in ``ahead_bytes``. Resident base memory is therefore the tensor
+being encoded plus at most ``ahead_bytes``, and the coded payload of the groups
+in flight. A tensor bigger than ``ahead_bytes``, or asked for out of that order,
+is fetched on demand (the prefetch goes on after it). A tensor in
 a group that failed its checks is fetched again on its own when loaded, so a
 damaged tensor fails the :meth:`load` of that tensor only, as a fetch on demand
 would (the caller then publishes a keyframe); one never loaded fails nothing.
@@ -44,7 +44,7 @@ from ..io.pages import discard, scratch
 from ..units import MiB, require_int
 from .subscriber import Subscriber, VerifiedOnLoad
 
-AHEAD_BYTES = 64 * MiB  # base tensors fetched ahead of the encoder (one bigger one alone)
+AHEAD_BYTES = 32 * MiB  # base tensors fetched ahead of the encoder; a bigger one: on demand
 AHEAD_THREADS = 2  # groups fetched at once; each spreads its requests on the subscriber's pool
 
 
@@ -160,7 +160,7 @@ class StreamedBase(VerifiedOnLoad):
         while self.ahead_bytes and self._next < len(self._order):
             group = self._group(self._next)
             size = sum(self._arrays[n].nbytes for n in group)
-            if self._ahead and self._ahead_size + size > self.ahead_bytes:
+            if self._ahead_size + size > self.ahead_bytes:  # a bigger tensor: on demand
                 return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="wanrl-base")
