@@ -293,6 +293,8 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows = []
     with store_for(args.gib, work) as (_, store):
         for name, argv in paths(work, v1, v2, store, big):
+            if not name.startswith(args.only):
+                continue
             if name.endswith("(delta from v1)"):
                 (work / "worker-old").mkdir(exist_ok=True)
                 shutil.copy(work / "pull1.safetensors", work / "worker-old" / "model.safetensors")
@@ -348,6 +350,8 @@ def main() -> None:
     p.add_argument("--gib", type=float, default=1.0, help="snapshot size (default 1)")
     p.add_argument("--work", default="/tmp/wanrl-memory", help="where files and the store go")
     p.add_argument("--pythonpath", default=None, help="run the CLI from this checkout instead")
+    p.add_argument("--only", default="", metavar="PREFIX",
+                   help="only the paths whose name starts with PREFIX (e.g. publish)")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.add_argument("--generate", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
