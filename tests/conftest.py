@@ -8,9 +8,14 @@ multipart uploads go through botocore and a server exactly as against S3.
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
+import sys
+import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -52,3 +57,59 @@ def store_options(moto_endpoint: str) -> dict[str, str]:
 @pytest.fixture
 def store(store_url: str, moto_endpoint: str) -> ObjectStore:
     return open_store(store_url, endpoint_url=moto_endpoint)
+
+
+# ------------------------------------------------------------- leftovers at the end
+# Every process the suite starts (servers, CLIs, Ray, namespaced workers) inherits this
+# marker, so one still running after the last fixture's teardown is found and stopped
+# even when it was orphaned: a leftover holding the terminal's pipe would keep the run
+# from ending. And the interpreter must exit soon after the summary: a thread or child
+# that blocks its exit gets its stacks printed instead of a silent hang.
+SESSION_MARKER = "WANRL_TEST_SESSION"
+EXIT_GRACE_S = 120.0
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ[SESSION_MARKER] = uuid.uuid4().hex  # a nested session gets its own
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    left = _stop_marked_processes(os.environ[SESSION_MARKER])
+    if left:
+        lines = "\n".join(f"  pid {pid}: {cmd}" for pid, cmd in left)
+        sys.stderr.write(f"\nprocesses still running after the session, stopped:\n{lines}\n")
+    _exit_watchdog(int(exitstatus))
+
+
+def _stop_marked_processes(marker: str) -> list[tuple[int, str]]:
+    """SIGKILL every other process whose environment carries ``marker``; what it killed."""
+    needle = f"{SESSION_MARKER}={marker}".encode() + b"\0"
+    killed = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        if pid == os.getpid():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes():
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ValueError):  # gone meanwhile, or not ours to read
+            continue
+        killed.append((pid, cmd.strip()[:200]))
+    return killed
+
+
+def _exit_watchdog(exitstatus: int) -> None:
+    """If this process is still alive ``EXIT_GRACE_S`` after the session, print every
+    thread's stack and end it with the session's status."""
+
+    def watch() -> None:
+        threading.Event().wait(EXIT_GRACE_S)
+        sys.stderr.write(f"\npytest has not exited {EXIT_GRACE_S:.0f} s after its session; "
+                         "the threads that hold it:\n")  # fmt: skip
+        faulthandler.dump_traceback(sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(exitstatus)
+
+    threading.Thread(target=watch, name="exit-watchdog", daemon=True).start()
