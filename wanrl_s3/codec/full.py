@@ -369,13 +369,15 @@ def _decode_blocks(
     """Put these blocks back together, highest plane first: out = (out << 8) | plane."""
     decompressor = _decompressor()
     block, top = head.block_elements, head.width - 1
+    # x * 256, not x << 8: numpy's widening shift runs at 2/3 of the multiply's speed here
+    shift = out.dtype.type(256 if top else 1)
     for b in indices.tolist():
         target = out[b * block : (b + 1) * block]
         for j in range(top, -1, -1):
             plane = _plane(view, int(offsets[b, j]), int(head.sections[b, j]), target.size,
                            decompressor, f"block {b} plane {j}")  # fmt: skip
             if j == top:  # the first shift comes free with the widening copy
-                np.left_shift(plane, 8 if top else 0, out=target, dtype=target.dtype)
+                np.multiply(plane, shift, out=target, dtype=target.dtype)
                 continue
             if j < top - 1:
                 target <<= np.uint8(8)
