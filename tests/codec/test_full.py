@@ -19,6 +19,7 @@ from wanrl_s3.codec.full import (
     CODING_RAW,
     DTYPE_IDS,
     HEADER_BYTES,
+    block_size,
     decode_full,
     encode_full,
     read_full_header,
@@ -98,8 +99,21 @@ def test_float_weights_are_coded_by_planes_and_shrink(name: str, most: float) ->
     payload = encode_full(bits, name)
     assert payload.coding == CODING_PLANES
     assert payload.ratio <= most
-    assert read_full_header(payload.data).blocks == -(-bits.size // BLOCK_ELEMENTS)
+    head = read_full_header(payload.data)
+    assert (head.blocks, head.block_elements) == (4, 150_000)  # 3 of 2^18 rounded up to even
     round_trip(bits, dt)
+
+
+@pytest.mark.parametrize(
+    ("count", "blocks"),
+    [(1, 1), (131_071, 1), (131_072, 2), (409_600, 2), (600_000, 4), (1_638_400, 8),
+     (4_423_680, 18), (BLOCK_ELEMENTS * 2, 2)],
+)  # fmt: skip
+def test_default_blocks_are_equal_and_even_when_several(count: int, blocks: int) -> None:
+    block = block_size(count)
+    assert block <= BLOCK_ELEMENTS and -(-count // block) == blocks
+    sizes = [min(block, count - b * block) for b in range(blocks)]
+    assert max(sizes) - min(sizes) <= blocks  # equal but for rounding
 
 
 def test_bf16_array_and_its_bit_view_give_the_same_payload() -> None:

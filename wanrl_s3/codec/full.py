@@ -70,7 +70,8 @@ DTYPE_IDS: dict[str, int] = {
 }
 _DTYPE_NAMES = {v: k for k, v in DTYPE_IDS.items()}
 
-BLOCK_ELEMENTS = 1 << 18  # 512 KiB of bf16: a block's planes and output fit in L2
+BLOCK_ELEMENTS = 1 << 18  # at most 512 KiB of bf16 per block: its planes and output fit in L2
+SPLIT_ELEMENTS = 1 << 16  # a tensor of twice this or more gets at least two blocks
 MAX_BLOCK_ELEMENTS = 1 << 24  # readers refuse larger blocks (bounds one section's size)
 MIN_CODED_BYTES = 4096  # smaller tensors are stored raw: a few bytes saved are not worth a frame
 SAMPLE_ELEMENTS = 1 << 16  # a plane is tried on this many elements before it is coded
@@ -137,7 +138,7 @@ def encode_full(
     dtype: str,
     *,
     threads: int | None = None,
-    block_elements: int = BLOCK_ELEMENTS,
+    block_elements: int | None = None,
 ) -> FullPayload:
     """Encode a whole tensor losslessly; the result decodes to exactly these bits.
 
@@ -145,21 +146,37 @@ def encode_full(
     dtype's (a bf16 array or its uint16 view alike); ``dtype`` its safetensors
     name (``BF16``, ``F32`` ...). Falls back to raw bytes (coding 0) when coding
     does not pay. ``threads`` defaults to the usable cores (at most 8).
+    ``block_elements`` defaults to :func:`block_size`'s choice.
     """
     dt = _dtype(dtype)
     flat = _flat_bits(bits, dt)
     workers = _thread_count(threads)
-    if not 1 <= block_elements <= MAX_BLOCK_ELEMENTS:
-        raise UsageError(f"block_elements {block_elements} not in 1..{MAX_BLOCK_ELEMENTS}")
+    block = block_size(flat.size) if block_elements is None else block_elements
+    if not 1 <= block <= MAX_BLOCK_ELEMENTS:
+        raise UsageError(f"block_elements {block} not in 1..{MAX_BLOCK_ELEMENTS}")
     raw = flat.size * dt.itemsize
     if raw >= MIN_CODED_BYTES:
         coded = _coded_planes(flat, dt.itemsize)
-        sink = _encode_planes(flat, dt, coded, block_elements, workers) if any(coded) else None
+        sink = _encode_planes(flat, dt, coded, block, workers) if any(coded) else None
         if sink is not None:
             return FullPayload(sink.data.toreadonly(), CODING_PLANES, dt.name, flat.size)
     sink = _sink(HEADER_BYTES + raw, _header(CODING_RAW, dt, flat.size, 0))
     sink[HEADER_BYTES:] = flat.view(np.uint8)
     return FullPayload(sink.data.toreadonly(), CODING_RAW, dt.name, flat.size)
+
+
+def block_size(count: int) -> int:
+    """Elements per block for a tensor of ``count``: equal blocks of at most
+    ``BLOCK_ELEMENTS``, an even number of them when there are several (two from
+    ``2 * SPLIT_ELEMENTS`` up), so that two or four threads get equal shares.
+
+    With fixed blocks of 2^18, a tensor of 409,600 bf16 elements was cut 64/36 and
+    two threads decoded it at 1.1x one thread's speed.
+    """
+    blocks = -(-count // BLOCK_ELEMENTS)
+    if count >= 2 * SPLIT_ELEMENTS:
+        blocks = max(2, blocks + blocks % 2)
+    return max(1, -(-count // max(1, blocks)))
 
 
 def decode_full(
@@ -189,7 +206,7 @@ def decode_full(
         return out
     offsets = _section_offsets(head)
     _check_frames(view, head, offsets)
-    groups = np.array_split(np.arange(head.blocks), min(_thread_count(threads), head.blocks))
+    groups = _shares(head.blocks, _thread_count(threads))
     _parallel_map(lambda g: _decode_blocks(view, head, offsets, target, g), groups, len(groups))
     return out
 
@@ -238,7 +255,7 @@ def _coded_planes(flat: np.ndarray, width: int) -> tuple[bool, ...]:
     plane = np.empty(sample.size, np.uint8)
     coded = []
     for j in range(width):
-        np.right_shift(sample, 8 * j, out=plane, casting="unsafe")
+        _split(sample, j, plane)
         coded.append(len(compressor.compress(plane.data)) <= PLANE_KEEP * plane.size)
     return tuple(coded)
 
@@ -255,7 +272,7 @@ def _encode_planes(
     nothing is assembled when the tensor is about to fall back to raw.
     """
     blocks = -(-flat.size // block)
-    groups = np.array_split(np.arange(blocks), min(workers, blocks))
+    groups = _shares(blocks, workers)
     frames = [f for part in _parallel_map(lambda g: _compress_blocks(flat, block, coded, g),
                                           groups, len(groups)) for f in part]  # fmt: skip
     sizes = np.minimum(flat.size - np.arange(blocks) * block, block)
@@ -273,19 +290,19 @@ def _encode_planes(
 
 
 def _compress_blocks(
-    flat: np.ndarray, block: int, coded: tuple[bool, ...], indices: np.ndarray
+    flat: np.ndarray, block: int, coded: tuple[bool, ...], indices: range
 ) -> list[bytes | None]:
     """Per block and plane: its zstd frame when coded and smaller than raw, else None."""
     compressor = _compressor()
     scratch = np.empty(min(block, flat.size), np.uint8)
     frames: list[bytes | None] = []
-    for b in indices.tolist():
+    for b in indices:
         part = flat[b * block : (b + 1) * block]
         plane = scratch[: part.size]
         for j, try_zstd in enumerate(coded):
             frame = None
             if try_zstd:
-                np.right_shift(part, 8 * j, out=plane, casting="unsafe")
+                _split(part, j, plane)
                 frame = compressor.compress(plane.data)
             frames.append(frame if frame and len(frame) < part.size else None)
     return frames
@@ -297,17 +314,26 @@ def _write_blocks(
     block: int,
     frames: list[bytes | None],
     starts: np.ndarray,
-    indices: np.ndarray,
+    indices: range,
 ) -> None:
     width = starts.shape[1]
-    for b in indices.tolist():
+    for b in indices:
         part = flat[b * block : (b + 1) * block]
         for j in range(width):
             start, frame = int(starts[b, j]), frames[b * width + j]
             if frame is None:
-                np.right_shift(part, 8 * j, out=sink[start : start + part.size], casting="unsafe")
+                _split(part, j, sink[start : start + part.size])
             else:
                 sink[start : start + len(frame)] = np.frombuffer(frame, np.uint8)
+
+
+def _split(part: np.ndarray, j: int, out: np.ndarray) -> None:
+    """Byte plane ``j`` of ``part``'s elements into ``out`` (plane 0 by a truncating copy,
+    twice as fast here as a shift by 0)."""
+    if j == 0:
+        np.copyto(out, part, casting="unsafe")
+    else:
+        np.right_shift(part, 8 * j, out=out, casting="unsafe")
 
 
 def _header(coding: int, dt: DType, count: int, block: int) -> bytes:
@@ -364,18 +390,18 @@ def _plane_sizes(head: FullHeader) -> np.ndarray:
 
 
 def _decode_blocks(
-    view: memoryview, head: FullHeader, offsets: np.ndarray, out: np.ndarray, indices: np.ndarray
+    view: memoryview, head: FullHeader, offsets: np.ndarray, out: np.ndarray, indices: range
 ) -> None:
     """Put these blocks back together, highest plane first: out = (out << 8) | plane."""
     decompressor = _decompressor()
     block, top = head.block_elements, head.width - 1
     # x * 256, not x << 8: numpy's widening shift runs at 2/3 of the multiply's speed here
     shift = out.dtype.type(256 if top else 1)
-    for b in indices.tolist():
+    for b in indices:
         target = out[b * block : (b + 1) * block]
         for j in range(top, -1, -1):
             plane = _plane(view, int(offsets[b, j]), int(head.sections[b, j]), target.size,
-                           decompressor, f"block {b} plane {j}")  # fmt: skip
+                           decompressor, (b, j))  # fmt: skip
             if j == top:  # the first shift comes free with the widening copy
                 np.multiply(plane, shift, out=target, dtype=target.dtype)
                 continue
@@ -390,7 +416,7 @@ def _plane(
     length: int,
     size: int,
     decompressor: zstandard.ZstdDecompressor,
-    what: str,
+    where: tuple[int, int],
 ) -> np.ndarray:
     """A section's plane bytes: as stored when raw, else its zstd frame's content."""
     section = view[start : start + length]
@@ -399,8 +425,13 @@ def _plane(
     try:
         content = decompressor.decompress(section, max_output_size=size, allow_extra_data=False)
     except zstandard.ZstdError as exc:
-        raise VerificationError(f"full payload: {what} is corrupt or truncated: {exc}") from exc
-    _check(len(content) == size, f"full payload: {what} decodes to {len(content)} bytes")
+        raise VerificationError(
+            f"full payload: block {where[0]} plane {where[1]} is corrupt or truncated: {exc}"
+        ) from exc
+    if len(content) != size:
+        raise VerificationError(
+            f"full payload: block {where[0]} plane {where[1]} decodes to {len(content)} bytes"
+        )
     return np.frombuffer(content, np.uint8)
 
 
@@ -412,6 +443,13 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _shares(blocks: int, workers: int) -> list[range]:
+    """Blocks 0..blocks-1 cut into at most ``workers`` runs of consecutive blocks, as equal
+    as whole blocks allow (block_size() makes the blocks equal)."""
+    n = max(1, min(workers, blocks))
+    return [range(blocks * i // n, blocks * (i + 1) // n) for i in range(n)]
 
 
 def _dtype(name: str) -> DType:
