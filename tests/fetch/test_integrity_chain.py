@@ -89,3 +89,34 @@ def test_an_older_version_on_latests_chain_asked_for_by_number_is_pinned(version
     _edit_manifest(store, version, lambda d: d["tensors"][0].update(shape=[64, 64]))
     with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
         sub.fetch(version)
+
+
+class _CountingStore:
+    """Counts GETs of LATEST on a memory store (its ``_get`` primitive)."""
+
+    def __init__(self, store: ObjectStore) -> None:
+        self.latest_reads = 0
+        original = store._get  # type: ignore[attr-defined]
+
+        def counted(key: str, **kwargs):  # type: ignore[no-untyped-def]
+            self.latest_reads += key.endswith(layout.LATEST_KEY)
+            return original(key, **kwargs)
+
+        store._get = counted  # type: ignore[attr-defined]
+
+
+def test_the_version_a_poll_just_found_is_fetched_without_reading_latest_again() -> None:
+    """A watcher polls LATEST, then fetches that version by number: one LATEST read, not
+    two (a round trip per version), and the poll's pin still refuses an edited manifest."""
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    _run(store, seed=5)
+    counter = _CountingStore(store)
+    with Subscriber(store) as sub:
+        polled = sub.poll_latest(None)
+        assert polled is not None and polled[0].version == 3
+        assert sub.fetch(3).version == 3
+    assert counter.latest_reads == 1
+    _edit_manifest(store, 3, lambda d: d["tensors"][0].update(shape=[64, 64]))
+    with Subscriber(store) as sub, pytest.raises(ManifestError, match="is not the one"):
+        sub.poll_latest(None)
+        sub.fetch(3)
