@@ -93,11 +93,18 @@ def _stop_marked_processes(marker: str) -> list[tuple[int, str]]:
             if needle not in (entry / "environ").read_bytes():
                 continue
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if _parent(entry) == os.getpid() and "from multiprocessing." in cmd:
+                continue  # multiprocessing's forkserver and resource tracker: end with us
             os.kill(pid, signal.SIGKILL)
         except (OSError, ValueError):  # gone meanwhile, or not ours to read
             continue
         killed.append((pid, cmd.strip()[:200]))
     return killed
+
+
+def _parent(entry: Path) -> int:
+    """The parent pid of /proc/PID (the field after the command's closing parenthesis)."""
+    return int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def _exit_watchdog(exitstatus: int) -> None:
