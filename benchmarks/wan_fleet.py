@@ -85,6 +85,7 @@ from wanrl_s3.cost import (
     chain_worker_times_s,
     fleet_to_csv,
     object_storage_fleet_s,
+    object_storage_worker_s,
     parse_fleet,
 )
 from wanrl_s3.testing import local_s3, make_bucket, nudge_state, random_bf16_state, worker_command
@@ -105,11 +106,18 @@ class Row:
     versions: list[dict]
     cpu_idle_share: float
     breakdown: dict | None = None  # object storage: medians over workers of each step
-    per_host: list[dict] | None = None  # peer chain: each host's install, measured and predicted
+    per_host: list[dict] | None = None  # each host's install time, measured and predicted
+    # object storage: the planner fed the round trips the workers measured to the bucket
+    # (their status objects, as `estimate --from-status` reads them) instead of the links'
+    predicted_worker_rtt_s: float | None = None
 
     def to_dict(self) -> dict:
         ratio = self.predicted_t_bcast_s / self.measured_t_bcast_s
-        return {**self.__dict__, "ratio": round(ratio, 3)}
+        out = {**self.__dict__, "ratio": round(ratio, 3)}
+        if self.predicted_worker_rtt_s is not None:
+            by_rtt = self.predicted_worker_rtt_s
+            out["ratio_worker_rtt"] = round(by_rtt / self.measured_t_bcast_s, 3)
+        return out
 
 
 # -- object storage ----------------------------------------------------------------------
@@ -181,7 +189,7 @@ def object_storage_phase(args, fleet: FleetLinks, hosts: list[Host], endpoint: s
         published = {r.version: sub.manifest(r.version).created_at_s for r in results}
     statuses = read_statuses(store)
     report = fleet_report(statuses, published, max(published), args.fraction)
-    return results, report, idle, statuses
+    return results, report, idle, statuses, published
 
 
 STEPS = {
@@ -263,6 +271,33 @@ def chain_phase(
     return out
 
 
+def worker_rows(fleet: FleetLinks, statuses, published, chosen, predicted) -> list[dict]:
+    """Each worker's install time after the commit, averaged over ``chosen``, beside its
+    own prediction (a miss at the fraction traced to hosts)."""
+    by_id = {s.worker_id: s for s in statuses}
+    wanted = {r.version for r in chosen}
+    rows = []
+    for w, p in zip(fleet.workers, predicted, strict=True):
+        done = [i["installed_at_s"] - published[i["version"]]
+                for i in by_id[w.name].installs if i["version"] in wanted]  # fmt: skip
+        measured = round(statistics.mean(done), 3) if done else None
+        rtt = by_id[w.name].round_trip_s  # the worker's own measure (quickest start-up HEAD)
+        rows.append({"host": w.name, "measured_s": measured, "predicted_s": round(p, 3),
+                     "rtt_ms": w.rtt_ms,
+                     "worker_rtt_ms": None if rtt is None else round(rtt * 1e3, 1)})  # fmt: skip
+    return rows
+
+
+def with_worker_rtts(fleet: FleetLinks, statuses) -> FleetLinks:
+    """The fleet with each link's round trip as its worker measured it to the bucket (the
+    quickest of a few HEADs at start-up): the link's delay plus the store's time to answer."""
+    measured = {s.worker_id: s.round_trip_s for s in statuses if s.round_trip_s is not None}
+    return FleetLinks(tuple(
+        replace(w, rtt_ms=measured[w.name] * 1e3) if w.name in measured else w
+        for w in fleet.workers
+    ))  # fmt: skip
+
+
 def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int, delta: bool):
     """The planner's T_bcast at the fraction for both topologies, and each chain host's time."""
     fetch = FetchModel(
@@ -272,13 +307,14 @@ def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: 
     )
     gb = payload_bytes / 1e9, raw / 1e9
     bucket = object_storage_fleet_s(fleet, *gb, fetch, args.fraction, delta=delta)
+    per_worker = [object_storage_worker_s(w, *gb, fetch, delta) for w in fleet.workers]
     b0 = args.chains * max(w.downlink_mbps for w in fleet.workers) * 2  # unshaped trainer
     times = chain_worker_times_s(fleet, *gb, b0, fetch, CHUNK_BYTES / 1e6, args.chains, delta=delta)
-    return bucket, at_fraction_s(times, args.fraction), times
+    return bucket, at_fraction_s(times, args.fraction), times, per_worker
 
 
 def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
-    results, report, bucket_idle, statuses = bucket
+    results, report, bucket_idle, statuses, published = bucket
     raw = results[0].raw_bytes
     spreads = {v.version: v for v in report.versions}
     rows = []
@@ -288,7 +324,11 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         measured = [spreads[r.version].t_bcast_s for r in chosen]
         tails = [spreads[r.version].tail_s for r in chosen]
         stored = int(statistics.mean(r.stored_bytes for r in chosen))
-        bucket, chained, host_times = predict(args, fleet, install, stored, raw, kind == "delta")
+        bucket, chained, host_times, worker_times = predict(
+            args, fleet, install, stored, raw, kind == "delta"
+        )
+        by_rtt = predict(args, with_worker_rtts(fleet, statuses), install, stored, raw,
+                         kind == "delta")[0]  # fmt: skip
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
@@ -296,7 +336,9 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         rows.append(
             Row("object_storage", kind, statistics.mean(measured), bucket,
                 statistics.mean(tails) if None not in tails else None, versions, bucket_idle,
-                breakdown(statuses, {r.version for r in chosen}))
+                breakdown(statuses, {r.version for r in chosen}),
+                per_host=worker_rows(fleet, statuses, published, chosen, worker_times),
+                predicted_worker_rtt_s=by_rtt)
         )  # fmt: skip
         installed, idle = chain[kind]
         t90 = at_fraction_s(installed, args.fraction)
@@ -372,15 +414,17 @@ def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> N
         print(f"{w.name:<8} {w.downlink_mbps:>6g} {w.uplink_mbps:>6g} {w.rtt_ms:>7g}")
     print(
         f"{'topology':<15} {'kind':<6} {'MB':>6} {'measured s':>11} {'predicted s':>12} "
-        f"{'pred/meas':>9} {'tail s':>7} {'CPU idle':>9}"
+        f"{'pred/meas':>9} {'tail s':>7} {'CPU idle':>9} {'pred/meas, worker rtt':>21}"
     )
     for r in rows:
         mb = r.versions[0]["stored_bytes"] / 1e6
         tail = "-" if r.tail_s is None else f"{r.tail_s:.2f}"
+        by_rtt = r.predicted_worker_rtt_s
+        by_rtt_ratio = "-" if by_rtt is None else f"{by_rtt / r.measured_t_bcast_s:.2f}"
         print(
             f"{r.topology:<15} {r.kind:<6} {mb:>6.2f} {r.measured_t_bcast_s:>11.2f} "
             f"{r.predicted_t_bcast_s:>12.2f} {r.predicted_t_bcast_s / r.measured_t_bcast_s:>9.2f} "
-            f"{tail:>7} {r.cpu_idle_share:>9.0%}"
+            f"{tail:>7} {r.cpu_idle_share:>9.0%} {by_rtt_ratio:>21}"
         )
 
 
