@@ -13,6 +13,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
 from pathlib import Path
 
 import ml_dtypes
@@ -260,3 +261,45 @@ def test_pull_have_applies_deltas_file_to_file_bit_exact(
         assert got.array(name).tobytes() == arr.tobytes()
     old = SafetensorsFile(tmp_path / "v1.safetensors")  # the base file is untouched
     assert all(old.array(n).tobytes() == a.tobytes() for n, a in v1.items())
+
+
+class _Refusing(Executor):
+    """A pool shut down under a fetch: ``cancelled`` cancels what it is given (as
+    ``shutdown(cancel_futures=True)`` does to queued work), else it refuses to take it."""
+
+    def __init__(self, cancelled: bool) -> None:
+        self.cancelled = cancelled
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def, override]
+        if not self.cancelled:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        future: Future[None] = Future()
+        future.cancel()
+        return future
+
+
+@pytest.mark.parametrize("cancelled", [True, False])
+def test_a_fetch_whose_pool_was_shut_down_fails_instead_of_waiting_forever(
+    cancelled: bool,
+) -> None:
+    """A closed Subscriber's pools drop the fetch's requests; the coordinator counted them
+    in flight and waited forever (a publisher's fetch-ahead thread then held the exit)."""
+    store = open_store(f"memory://{uuid.uuid4().hex}")
+    Publisher(store).publish(weights(2, 4096), 1)
+    outcome: list[BaseException | None] = []
+    with Subscriber(store) as sub:
+        pool, sub._pool = sub._pool, _Refusing(cancelled)  # type: ignore[assignment]
+
+        def fetch() -> None:
+            try:
+                sub.fetch(1)
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        waiter = threading.Thread(target=fetch, daemon=True)
+        waiter.start()
+        waiter.join(10)
+        sub._pool = pool
+    assert not waiter.is_alive(), "the fetch still waits for requests that will never run"
+    assert isinstance(outcome[0], FetchCancelled) and "shut down" in str(outcome[0])

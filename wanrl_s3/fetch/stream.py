@@ -233,22 +233,43 @@ class Streamer:
         finish(t)  # the finish rebuilds from the stored bytes and the base: safe to repeat
 
     def _submit(self, task: Callable[[], None], pool: Executor | None = None) -> None:
+        """Run ``task`` on ``pool``, counted in ``active`` until it has run, failed, or will
+        never run: a pool shut down under the fetch (its Subscriber closed) refuses or
+        cancels the task, and the coordinator must not wait for it forever (it did: a
+        publisher's fetch-ahead thread then held the interpreter's exit)."""
         fl = self.flight
-        fl.active += 1
+
+        def done(exc: BaseException | None = None) -> None:
+            with fl.cond:
+                if exc is not None:
+                    fl.error = fl.error or exc
+                fl.active -= 1
+                fl.cond.notify_all()
 
         def guarded() -> None:
             try:
                 if fl.error is None and not self._cancelled():
                     task()
             except BaseException as exc:
-                with fl.cond:
-                    fl.error = fl.error or exc
-            finally:
-                with fl.cond:
-                    fl.active -= 1
-                    fl.cond.notify_all()
+                done(exc)
+            else:
+                done()
 
-        (pool or self.pool).submit(guarded)
+        with fl.cond:
+            fl.active += 1
+        try:
+            future = (pool or self.pool).submit(guarded)
+        except RuntimeError as exc:  # "cannot schedule new futures after shutdown"
+            done(self._stopped(exc))
+            return
+        future.add_done_callback(lambda f: done(self._stopped(None)) if f.cancelled() else None)
+
+    def _stopped(self, cause: BaseException | None) -> FetchCancelled:
+        version = self.plan.target.version
+        err = FetchCancelled(f"the download of version {version} stopped: its thread pool was "
+                             "shut down (the Subscriber was closed)")  # fmt: skip
+        err.__cause__ = cause
+        return err
 
     def _fetch(self, req: Request, batch: Batch, left: list[int], finish: Finish) -> None:
         run_request(self.store, req, self.progress)
