@@ -224,14 +224,15 @@ def _resume(
         if point is not None:
             base = Snapshot(point.version, StreamedBase(sub, point.version, order=order))
     try:
-        point = resume(publisher, base=base, publishing=version)
-    except BaseException as exc:
+        try:
+            point = resume(publisher, base=base, publishing=version)
+        except UsageError as exc:
+            raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
+        except VerificationError as exc:  # only a --base file can fail here (see resume)
+            raise type(exc)(f"--base {base_path} is not the version it claims: {exc}") from exc
+    except BaseException:
         if base is not None and isinstance(base.tensors, StreamedBase):
             base.tensors.close()  # nothing fetched ahead outlives the refusal
-        if isinstance(exc, UsageError):
-            raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
-        if isinstance(exc, VerificationError):  # only a --base file can fail here (see resume)
-            raise type(exc)(f"--base {base_path} is not the version it claims: {exc}") from exc
         raise
     if base is None or point is None:
         return None
