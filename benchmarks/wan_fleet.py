@@ -1,6 +1,6 @@
 """A fleet on emulated WAN links: measured T_bcast beside the planner's, buckets and a peer chain.
 
-    .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 4]
+    .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 8]
         [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2] [--json]
 
 Root and iproute2 only. Every rollout host is its own network namespace joined to
@@ -29,9 +29,11 @@ trainer's first byte. The trainer's own uplink is not shaped (each head gets its
 downlink), and the planner is told so.
 
 Beside each measurement, the planner's prediction (wanrl_s3.cost) for the same fleet
-file (--fleet-out), with the install rates (full, and delta from the keyframe) measured by
-`wanrl-s3 pull` on loopback. The CPU idle share per phase, and a run at --rate-scale 0.5,
-show whether the machine or the links set the pace.
+file (--fleet-out), fed what was measured on this machine first: the install rates (full,
+and delta from the keyframe: ``pull_to_file`` in this process from a local copy of the
+run, so no store requests) and the store's answer time per request (added to each
+link's round trip, as a request to the bucket sees it). The CPU idle share per
+phase, and a run at --rate-scale 0.5, show whether the machine or the links set the pace.
 """
 
 from __future__ import annotations
@@ -74,12 +76,15 @@ from wanrl_s3 import (
     estimate,
     fleet_report,
     load_prices,
+    load_snapshot,
     open_store,
+    pull_to_file,
     read_statuses,
 )
 from wanrl_s3.cost import (
     FetchModel,
     FleetLinks,
+    TrainerUplink,
     at_fraction_s,
     chain_layout,
     chain_worker_times_s,
@@ -127,26 +132,49 @@ def policy(mib: float, seed: int) -> dict[str, np.ndarray]:
     return random_bf16_state([(f"layer.{i}.weight", (n,)) for i in range(8)], seed=seed)
 
 
-def calibrate_install_mb_per_s(endpoint: str, raw: int, deltas: int, work: Path) -> Install:
-    """This machine's install rates, full and delta (v2 from v1): loopback pulls' seconds
-    less their download's, best of two (no link in the way)."""
-    base = [sys.executable, "-m", "wanrl_s3.cli", "pull", "--store", URL, "--endpoint-url"]
+@dataclass(frozen=True)
+class Install:
+    """What the planner is fed about this machine, measured before the chain phase."""
+
+    full_mb_per_s: float
+    delta_mb_per_s: float
+    request_s: float = 0.0  # the store's answer time per request (loopback)
+
+
+def calibrate_install_mb_per_s(mirror_url: str, raw: int, deltas: int, work: Path) -> Install:
+    """This machine's install rates, full and delta (v2 from v1), as the model defines
+    them: verify, decode and write once the bytes are here. In this process, with the
+    product's ``pull_to_file`` from the run's local file:// copy (no store round trips,
+    no process start: the model counts the requests itself), best of three."""
     held = work / "calib.v1.safetensors"
 
-    def rate(version: int, out: Path, *extra: str) -> float:
-        argv = [*base, endpoint, "--version", str(version), "--json", "--out", str(out), *extra]
-        runs = [json.loads(subprocess.check_output(argv, text=True)) for _ in range(2)]
-        return raw / 1e6 / min(r["seconds"] - r["download_s"] for r in runs)
+    def rate(version: int, out: Path, have_path: Path | None) -> float:
+        times = []
+        with Subscriber(open_store(mirror_url)) as sub:
+            for _ in range(3):
+                have = load_snapshot(have_path) if have_path else None
+                start = time.perf_counter()
+                pull_to_file(sub, out, version, have=have)
+                times.append(time.perf_counter() - start)
+        return raw / 1e6 / min(times)
 
-    full = rate(1, held)
-    delta = rate(2, work / "calib.v2.safetensors", "--have", str(held)) if deltas else full
+    full = rate(1, held, None)
+    delta = rate(2, work / "calib.v2.safetensors", held) if deltas else full
     return Install(full, delta)
 
 
-@dataclass(frozen=True)
-class Install:
-    full_mb_per_s: float
-    delta_mb_per_s: float
+def measure_request_s(endpoint: str, samples: int = 30) -> float:
+    """The store's time to answer one small request as a worker's client sees it, over
+    loopback (no link): the median of LATEST reads and listings of a version's folder.
+    A request's round trip to the bucket is the link's round trip plus this."""
+    store = open_store(URL, endpoint_url=endpoint)
+    times = []
+    for _ in range(samples):
+        for call in (lambda: store.get_bytes("LATEST"), lambda: list(store.list("v/"))):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
 
 
 def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, port: int, args, work):
@@ -298,16 +326,33 @@ def with_worker_rtts(fleet: FleetLinks, statuses) -> FleetLinks:
     ))  # fmt: skip
 
 
-def predict(args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int, delta: bool):
-    """The planner's T_bcast at the fraction for both topologies, and each chain host's time."""
+def as_requests_see_it(fleet: FleetLinks, request_s: float) -> FleetLinks:
+    """The fleet with each round trip as a request to the bucket sees it: the link's delay
+    plus the store's answer time (the planner's ``rtt_ms``, docs/sizing-and-cost.md)."""
+    return FleetLinks(tuple(replace(w, rtt_ms=w.rtt_ms + request_s * 1e3) for w in fleet.workers))
+
+
+def predict(
+    args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int, delta: bool,
+    bucket_fleet: FleetLinks,
+):  # fmt: skip
+    """The planner's T_bcast at the fraction for both topologies, and each host's time.
+
+    Object storage is timed as ``wanrl-s3 status`` times it, from the manifest's stamp:
+    the commit's requests (the trainer's, on loopback here: the store's answer time
+    each), then each worker's fetch over ``bucket_fleet``'s round trips. The chain is
+    timed from the trainer's first byte and asks the store nothing.
+    """
     fetch = FetchModel(
         args.poll_interval_s,
         install_mb_per_s=install.full_mb_per_s,
         delta_install_mb_per_s=install.delta_mb_per_s,
     )
     gb = payload_bytes / 1e9, raw / 1e9
-    bucket = object_storage_fleet_s(fleet, *gb, fetch, args.fraction, delta=delta)
-    per_worker = [object_storage_worker_s(w, *gb, fetch, delta) for w in fleet.workers]
+    commit_s = TrainerUplink(1, 1e3, install.request_s).commit_s
+    bucket = commit_s + object_storage_fleet_s(bucket_fleet, *gb, fetch, args.fraction, delta)
+    per_worker = [commit_s + object_storage_worker_s(w, *gb, fetch, delta)
+                  for w in bucket_fleet.workers]  # fmt: skip
     b0 = args.chains * max(w.downlink_mbps for w in fleet.workers) * 2  # unshaped trainer
     times = chain_worker_times_s(fleet, *gb, b0, fetch, CHUNK_BYTES / 1e6, args.chains, delta=delta)
     return bucket, at_fraction_s(times, args.fraction), times, per_worker
@@ -324,11 +369,12 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         measured = [spreads[r.version].t_bcast_s for r in chosen]
         tails = [spreads[r.version].tail_s for r in chosen]
         stored = int(statistics.mean(r.stored_bytes for r in chosen))
+        delta = kind == "delta"
         bucket, chained, host_times, worker_times = predict(
-            args, fleet, install, stored, raw, kind == "delta"
+            args, fleet, install, stored, raw, delta, as_requests_see_it(fleet, install.request_s)
         )
-        by_rtt = predict(args, with_worker_rtts(fleet, statuses), install, stored, raw,
-                         kind == "delta")[0]  # fmt: skip
+        by_rtt = predict(args, fleet, install, stored, raw, delta,
+                         with_worker_rtts(fleet, statuses))[0]  # fmt: skip
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
@@ -382,7 +428,8 @@ def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], 
         inputs = PlanInputs(
             params=raw / 2, t_train_s=t_train_s, batch=64, staleness=3,
             density=sizes.get("delta", sizes["full"]) / raw, full_ratio=sizes["full"] / raw,
-            fleet=fleet, workers=len(fleet), poll_interval_s=args.poll_interval_s,
+            fleet=as_requests_see_it(fleet, install.request_s), workers=len(fleet),
+            poll_interval_s=args.poll_interval_s,
             install_mb_per_s=install.full_mb_per_s, chains=args.chains, chunk_mb=CHUNK_BYTES / 1e6,
             uplink_mbps=args.chains * max(w.downlink_mbps for w in fleet.workers) * 2,
             upload_mbps=1e6, cdn="none",  # no CDN was measured; the star stays modelled
@@ -406,8 +453,8 @@ def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> N
         f"{args.down_mbit[1]:g} Mbit/s x {args.rate_scale:g}, round trips {args.rtt_ms[0]:g}-"
         f"{args.rtt_ms[1]:g} ms; {args.mib:g} MiB keyframe, {args.deltas} deltas at "
         f"{args.density:g}%; poll {args.poll_interval_s:g} s; install {install.full_mb_per_s:.0f} "
-        f"MB/s full, {install.delta_mb_per_s:.0f} delta "
-        f"(loopback pull); T_bcast at {args.fraction:.0%}"
+        f"MB/s full, {install.delta_mb_per_s:.0f} delta (in-process, local copy); store "
+        f"answers in {install.request_s * 1e3:.1f} ms; T_bcast at {args.fraction:.0%}"
     )
     print(f"{'host':<8} {'down':>6} {'up':>6} {'rtt ms':>7}")
     for w in fleet.workers:
@@ -433,7 +480,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--hosts", type=int, default=10)
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--mib", type=float, default=16.0, help="keyframe size (default 16 MiB)")
-    ap.add_argument("--deltas", type=int, default=4)
+    ap.add_argument("--deltas", type=int, default=8)
     ap.add_argument("--density", type=float, default=1.0, help="delta density %% (default 1)")
     ap.add_argument("--cadence-s", type=float, default=6.0, help="between deltas (default 6)")
     ap.add_argument("--poll-interval-s", type=float, default=0.5)
@@ -463,11 +510,13 @@ def main() -> None:
             bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
             results = bucket[0]
             raw = results[0].raw_bytes
-            install = calibrate_install_mb_per_s(endpoint, raw, args.deltas, work)
+            copy = mirror(endpoint, work)
+            install = calibrate_install_mb_per_s(copy, raw, args.deltas, work)
+            install = replace(install, request_s=measure_request_s(endpoint))
             payloads = {"full": results[0].stored_bytes}
             if args.deltas:
                 payloads["delta"] = results[1].stored_bytes  # v2, the delta the chain installs
-            chain = chain_phase(args, fleet, hosts, payloads, mirror(endpoint, work), work)
+            chain = chain_phase(args, fleet, hosts, payloads, copy, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = rows_for(args, fleet, install, bucket, chain)
@@ -496,6 +545,7 @@ def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
             "full": round(install.full_mb_per_s),
             "delta": round(install.delta_mb_per_s),
         },
+        "request_ms": round(install.request_s * 1e3, 2),
         "links": [w.__dict__ for w in fleet.workers],
         "results": [r.to_dict() for r in rows],
     }

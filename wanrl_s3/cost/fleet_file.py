@@ -10,12 +10,14 @@ JSON, the same fields per worker::
     {"workers": [{"name": "home-1", "downlink_mbps": 80, "uplink_mbps": 20,
                   "rtt_ms": 45, "region": "eu-west-1"}]}
 
-``downlink_mbps``, ``uplink_mbps`` (Mbit/s, > 0) and ``rtt_ms`` (the round trip
-to the worker's bucket, >= 0) are required; ``name`` (default ``worker-<n>``,
-counting rows from 1), ``region`` and ``install_mb_per_s`` (verify and install rate, MB/s) are
-optional. Anything else is refused, with the row and the field named, so a
-misspelt column never silently becomes a default. Parsing is pure: the caller
-reads the file.
+``downlink_mbps``, ``uplink_mbps`` (Mbit/s, > 0) and ``rtt_ms`` (>= 0) are required.
+``rtt_ms`` is a request's round trip to the worker's bucket as the worker sees it: the
+link's round trip plus the store's time to answer (a HEAD's, as ``--from-status``
+reads it), not a ping, which leaves out the answer time paid on every request.
+``name`` (default ``worker-<n>``, counting rows from 1), ``region`` and
+``install_mb_per_s`` (verify and install rate, MB/s) are optional. Anything else
+is refused, with the row and the field named, so a misspelt column never silently
+becomes a default. Parsing is pure: the caller reads the file.
 """
 
 from __future__ import annotations
