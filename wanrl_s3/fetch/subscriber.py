@@ -66,8 +66,17 @@ class Snapshot:
     verify_s: float = 0.0  # hash checks and decoding left once the last byte arrived
     peak_buffer_bytes: int = 0  # the most payload held in buffers at once (the window's peak)
 
-    def items(self) -> Iterator[tuple[str, np.ndarray]]:
-        return iter(self.tensors.items())
+    def items(self, *, release_pages: bool = False) -> Iterator[tuple[str, np.ndarray]]:
+        """The tensors in turn. With ``release_pages``, each tensor that maps a file
+        (a staged version: ``WatchConfig.share_dir``) gives its pages back once the caller
+        asks for the next one: its data stays in the file and the page cache, and reading
+        it again costs a minor fault. For a consumer that copies each tensor elsewhere (an
+        inference engine, to its device), so the host holds one tensor's pages, not the
+        version's. Tensors in ordinary memory are left alone."""
+        for item in self.tensors.items():
+            yield item
+            if release_pages:
+                release(item[1])
 
     def to_torch(self, device: str | None = None) -> dict[str, Any]:
         from ..io.tensors import to_torch

@@ -181,7 +181,10 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         snapshot = await self.rollout.take(global_steps)
         if snapshot is None:
             return
-        for name, array in snapshot.items():
+        # a staged version (node_share_dir) maps files: once the engine has copied a
+        # tensor, its pages go back (they stay in the page cache), so the host holds a
+        # tensor at a time, not the version (docs/verl.md, host memory)
+        for name, array in snapshot.items(release_pages=True):
             yield name, to_torch(array)
 
     # -- for operators and tests (reachable through verl's execute_checkpoint_engine) -------
