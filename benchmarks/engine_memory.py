@@ -7,10 +7,13 @@ What the verl rollout engine does (integrations/verl ``RolloutSide`` and
 prefetches each version; at a sync the engine installs the newest ready one and
 copies every tensor to its device (here: reads every byte once, through
 ``Snapshot.items(release_pages=True)``, as the engine does; ``--keep-pages``: without
-releasing them, for comparison). The child installs
-v1 (a keyframe), then v2 (a 1% delta, published once v1 is installed), and exits.
-Two configurations: versions held in memory (no ``node_share_dir``, the default),
-and staged as files in a directory on a local disk (``node_share_dir``).
+releasing them, for comparison). In memory the engine sets ``reuse_installed`` (the
+next version decoded into the installed one's arrays); ``--no-reuse``: without it.
+The child, as the engine, calls ``return_big_buffers()`` (``--keep-allocator``: not).
+The child installs v1 (a keyframe), then v2 (a 1% delta, published once v1 is
+installed), and exits. Two configurations: versions held in memory (no
+``node_share_dir``, the default), and staged as files in a directory on a local disk
+(``node_share_dir``).
 
 Peaks as in benchmarks/memory.py (its ``measure``: ``ru_maxrss`` and sampled
 anonymous and file-backed pages), against the same generated 1 GiB pair and a moto
@@ -32,16 +35,30 @@ from pathlib import Path
 import numpy as np
 from memory import measure, store_for  # benchmarks/ is on sys.path[0]
 
-from wanrl_s3 import SafetensorsFile, Subscriber, WatchConfig, Watcher, open_store
+from wanrl_s3 import (
+    SafetensorsFile,
+    Subscriber,
+    WatchConfig,
+    Watcher,
+    open_store,
+    return_big_buffers,
+)
 from wanrl_s3.testing import CREDENTIALS
 
 CONFIGS = {"in memory": None, "node_share_dir on disk": "share"}
 
 
-def child(url: str, endpoint: str, share: str, marker: Path, release: bool) -> None:
-    """The engine: install v1, say so (the parent publishes v2), install v2."""
+def child(url: str, endpoint: str, share: str, marker: Path, flags: str) -> None:
+    """The engine: install v1, say so (the parent publishes v2), install v2. ``flags``:
+    release pages, reuse the installed arrays, return big buffers, as 0 or 1 each."""
+    release, reuse, give_back = (f == "1" for f in flags)
+    if give_back:
+        return_big_buffers()
     sub = Subscriber(open_store(url, endpoint_url=endpoint))
-    watch = WatchConfig(poll_interval_s=0.2, share_dir=None if share == "-" else share)
+    shared = None if share == "-" else share
+    watch = WatchConfig(
+        poll_interval_s=0.2, share_dir=shared, reuse_installed=reuse and shared is None
+    )
     watcher = Watcher(sub, watch).start()
     try:
         for version in (1, 2):
@@ -65,7 +82,7 @@ def publish_when(marker: Path, argv: list[str], env: dict[str, str]) -> None:
     subprocess.run(argv, check=True, env=env, capture_output=True)
 
 
-def run(gib: float, work: Path, release: bool) -> list[dict]:
+def run(gib: float, work: Path, flags: str) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
     memory_py = Path(__file__).with_name("memory.py")
     subprocess.run([sys.executable, str(memory_py), "--generate", "--gib", str(gib),
@@ -88,7 +105,7 @@ def run(gib: float, work: Path, release: bool) -> list[dict]:
             publisher = threading.Thread(target=publish_when, args=(marker, v2_argv, env))
             publisher.start()
             argv = [sys.executable, __file__, "--child", url, endpoint,
-                    str(stage) if share else "-", str(marker), str(int(release))]  # fmt: skip
+                    str(stage) if share else "-", str(marker), flags]  # fmt: skip
             rss, anon, file_backed, sampled, seconds = measure(argv, env, work)
             publisher.join()
         rows.append({"config": name, "snapshot_bytes": size, "peak_rss_bytes": rss,
@@ -105,15 +122,20 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--keep-pages", action="store_true",
                    help="copy through items() without release_pages (before)")  # fmt: skip
+    p.add_argument("--no-reuse", action="store_true",
+                   help="in memory without reuse_installed (before)")  # fmt: skip
+    p.add_argument("--keep-allocator", action="store_true",
+                   help="without return_big_buffers() (before)")  # fmt: skip
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        url, endpoint, share, marker, release = args.child
-        child(url, endpoint, share, Path(marker), release == "1")
+        url, endpoint, share, marker, flags = args.child
+        child(url, endpoint, share, Path(marker), flags)
         return
     if args.gib > 4:
         raise SystemExit("--gib above 4 is not supported: moto keeps every object in memory")
-    rows = run(args.gib, args.work, not args.keep_pages)
+    on = (not args.keep_pages, not args.no_reuse, not args.keep_allocator)
+    rows = run(args.gib, args.work, "".join(str(int(f)) for f in on))
     if args.json:
         print(json.dumps(rows, indent=1))
         return

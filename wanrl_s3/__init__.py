@@ -72,6 +72,7 @@ _LAZY: dict[str, str] = {
     "write_file": ".io.safetensors_file",
     "to_numpy": ".io.tensors",
     "to_torch": ".io.tensors",
+    "return_big_buffers": ".io.malloc",
     # the fleet and the learner
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
     from .fleet.status import StatusReporter, WorkerStatus, read_statuses
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
+    from .io.malloc import return_big_buffers
     from .io.safetensors_file import SafetensorsFile, write_file
     from .io.tensors import to_numpy, to_torch
     from .publish.assign import ShareSelector
@@ -190,6 +192,7 @@ __all__ = [
     "read_statuses",
     "resume",
     "resume_point",
+    "return_big_buffers",
     "store_roles",
     "to_numpy",
     "to_torch",

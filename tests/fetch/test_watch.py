@@ -190,3 +190,95 @@ def test_a_failed_install_offers_the_version_again(tmp_path) -> None:
             w.install(broken)
         assert w.installed_version is None and w.ready_version == 1
         assert w.install() is not None and w.installed_version == 1
+
+
+# -- reuse_installed: one snapshot in memory, not two -----------------------------------
+def nudged(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    """``state`` with 1% of one tensor's elements flipped in their lowest bit."""
+    bits = state["layers.0.w"].view(np.uint16).copy()
+    bits[seed::100] ^= 1
+    return {**state, "layers.0.w": bits.view(ml_dtypes.bfloat16)}
+
+
+def take(w: Watcher) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
+    """Install the ready version as an engine does (the snapshot's arrays, no copies):
+    the versions it was read from, and the arrays."""
+    taken: list = []
+    result = w.install(sink=taken.append)
+    assert result is not None
+    return result.path, dict(taken[0].tensors)
+
+
+@contextlib.contextmanager
+def v1_installed(
+    tmp_path, seed: int, config: WatchConfig | None = None
+) -> Iterator[tuple[Watcher, Publisher, dict[str, np.ndarray]]]:
+    """A watcher (threads not started) that has installed version 1, the engine's way;
+    its publisher, and v1's arrays as installed."""
+    store = open_store(f"file://{tmp_path}/s")
+    pub = Publisher(store, PublishConfig(keyframe_every=100))
+    pub.publish(model(seed), 1)
+    with Subscriber(store) as sub:
+        w = Watcher(sub, config)
+        w.poll_once()
+        assert w.fetch_once()
+        yield w, pub, take(w)[1]
+
+
+def published(w: Watcher, pub: Publisher, state: dict[str, np.ndarray], version: int) -> bool:
+    """Publish ``state`` as ``version``; whether the watcher then fetches it."""
+    pub.publish(state, version)
+    w.poll_once()
+    return w.fetch_once()
+
+
+def test_reuse_installed_decodes_the_next_version_into_the_installed_arrays(tmp_path) -> None:
+    state = model(11)
+    with v1_installed(tmp_path, 11, WatchConfig(reuse_installed=True)) as (w, pub, v1):
+        for version in (2, 3):
+            state = nudged(state, version)
+            assert published(w, pub, state, version)
+            _, arrays = take(w)
+            assert all(arrays[k] is v1[k] for k in state)  # the same memory, decoded in place
+            assert all(arrays[k].tobytes() == state[k].tobytes() for k in state)
+            assert w.installed_version == version
+
+
+def test_without_reuse_installed_the_installed_arrays_stay_as_they_were(tmp_path) -> None:
+    first = model(12)
+    with v1_installed(tmp_path, 12) as (w, pub, v1):
+        assert published(w, pub, nudged(first, 2), 2)
+        _, v2 = take(w)
+        assert all(v2[k] is not v1[k] for k in first)
+        assert all(v1[k].tobytes() == first[k].tobytes() for k in first)
+
+
+def test_reuse_installed_after_a_failed_download_starts_over_from_the_keyframe(tmp_path) -> None:
+    """A download that fails may have written some of the installed arrays already: the
+    next attempt does not decode onto them but starts from the keyframe."""
+    config = WatchConfig(reuse_installed=True, retry_backoff_s=0.01)
+    with v1_installed(tmp_path, 13, config) as (w, pub, _):
+        bits = {k: v.view(np.uint16).copy() for k, v in model(13).items()}
+        for b in bits.values():  # every tensor changes: one delta each, in one object
+            b[::97] ^= 1
+        state = {k: b.view(ml_dtypes.bfloat16) for k, b in bits.items()}
+        store = pub.store
+        pub.publish(state, 2)
+        key = next(o.key for o in store.list("v/000000000002/") if o.key.endswith(".bin"))
+        good = store.get_bytes(key)
+        store.put_bytes(key, good[:-1] + bytes([good[-1] ^ 1]))  # the last tensor's delta
+        w.poll_once()
+        assert not w.fetch_once()
+        assert w.installed_version == 1 and w.ready_version is None and w.last_error
+        store.put_bytes(key, good)  # repaired
+        assert w.fetch_once()
+        path, arrays = take(w)
+        assert w.installed_version == 2 and path == (1, 2)  # the keyframe again: no base
+        assert all(arrays[k].tobytes() == state[k].tobytes() for k in state)
+
+
+def test_reuse_installed_is_for_memory_only(tmp_path) -> None:
+    from wanrl_s3.errors import UsageError
+
+    with pytest.raises(UsageError, match="share_dir"):
+        WatchConfig(reuse_installed=True, share_dir=str(tmp_path))

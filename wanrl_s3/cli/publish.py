@@ -9,7 +9,6 @@ the rest.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import sys
 from collections.abc import Mapping, Sequence
 
@@ -20,6 +19,7 @@ from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.signing import Signer
+from ..io.malloc import return_big_buffers
 from ..io.pages import release
 from ..io.safetensors_file import SafetensorsFile, read_source
 from ..io.source import StreamedSource
@@ -35,9 +35,6 @@ from .common import (
     roles_from_args,
 )
 from .progress import ProgressBar
-
-M_MMAP_THRESHOLD = -3  # glibc's malloc.h
-BIG_BUFFER_BYTES = MiB
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -92,7 +89,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
-    _return_big_buffers()
+    return_big_buffers()
     files = read_source(args.src)  # validates every header before any upload
     config = PublishConfig(
         delta=args.delta,
@@ -128,23 +125,6 @@ def run(args: argparse.Namespace) -> int:
                 streamed.close()
     _print(args, stores, result)
     return 0
-
-
-def _return_big_buffers() -> None:
-    """Have glibc map each allocation of ``BIG_BUFFER_BYTES`` or more on its own, so that
-    freeing it gives it back to the system.
-
-    By default glibc raises that threshold as big blocks are freed (up to 32 MiB), and
-    then the download threads' 8 MiB response bodies come from per-thread arenas that
-    keep the memory after use: with the base fetched ahead on more threads, a 1 GiB
-    delta publish kept 50-60 MiB more resident (measured, docs/benchmarks.md). Other C
-    libraries: nothing is changed.
-    """
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, BIG_BUFFER_BYTES)
 
 
 def _publish(

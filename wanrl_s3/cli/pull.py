@@ -15,6 +15,7 @@ from ..errors import UsageError
 from ..fetch.files import local_snapshot, pull_to_file
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
+from ..io.malloc import return_big_buffers
 from .common import (
     add_region_arg,
     add_regions_arg,
@@ -63,6 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 
 def run(args: argparse.Namespace) -> int:
+    return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
     if args.region and not args.regions:
         raise UsageError("--region picks one region of --regions FILE; give --regions too")
     store, _, choice = store_to_read(args)

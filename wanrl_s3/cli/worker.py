@@ -56,6 +56,7 @@ from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
 from ..format.layout import LATEST_KEY
+from ..io.malloc import return_big_buffers
 from ..io.safetensors_file import write_file
 from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
@@ -231,6 +232,7 @@ def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
     out_dir = Path(args.out_dir)
     _make_dir("--out-dir", out_dir)
     if args.share_dir:

@@ -96,6 +96,26 @@ def _alloc(entry: TensorEntry) -> np.ndarray:
     return np.empty(entry.shape, dtypes.by_name(entry.dtype).numpy)
 
 
+def reusing(have: Snapshot) -> Allocator:
+    """An allocator that hands out ``have``'s own arrays where they fit (same shape and
+    dtype, writeable, C-contiguous host memory), new ones elsewhere: the version fetched
+    is decoded into the one it replaces, so the two are never held at once. ``have`` is
+    spoiled from the first write, whether or not the fetch succeeds."""
+
+    def alloc(entry: TensorEntry) -> np.ndarray:
+        arr = have.tensors.get(entry.name)
+        fits = (
+            isinstance(arr, np.ndarray)
+            and arr.shape == tuple(entry.shape)
+            and arr.dtype == dtypes.by_name(entry.dtype).numpy
+            and arr.flags.writeable
+            and arr.flags.c_contiguous
+        )
+        return arr if fits else _alloc(entry)
+
+    return alloc
+
+
 class Subscriber:
     """Reads versions from one store. Thread-safe; holds a pool of download threads."""
 
@@ -518,6 +538,8 @@ class Subscriber:
         then an in-place pass.
         """
         r, dest, base = t.recipe, t.dest, t.base
+        if base is dest:  # decoding into the base's own array (see reusing): in place
+            base = None
         if r.start is not None:
             self._finish_start(plan, r, r.start, dest, t.buffers.get(r.start_step))
         for step, entry in r.deltas:

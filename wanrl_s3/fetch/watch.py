@@ -37,7 +37,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +47,7 @@ from ..format.latest import Latest
 from ..store import SYSTEM_CLOCK, Clock
 from ..units import MiB, require_int, require_positive
 from .node_share import NodeShare
-from .subscriber import Snapshot, Subscriber
+from .subscriber import Snapshot, Subscriber, reusing
 
 log = logging.getLogger(__name__)
 _MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float overflow
@@ -71,6 +71,12 @@ class WatchConfig:
     # with share_dir: how many of the newest versions' files it keeps (each one a snapshot
     # on disk); 1 for a directory only this watcher uses (nothing to share, only to stage)
     keep_versions: int = 3
+    # in memory (no share_dir): decode the next version into the installed version's own
+    # arrays, so host memory holds one snapshot (and the payload window), not two. Only
+    # for a caller that copies the tensors out at install and keeps no reference to them
+    # (an inference engine): the installed arrays change under anyone still reading them.
+    # A download that fails midway spoils them; the next one starts from the keyframe.
+    reuse_installed: bool = False
 
     def __post_init__(self) -> None:
         require_positive("poll_interval_s", self.poll_interval_s)
@@ -79,6 +85,11 @@ class WatchConfig:
         for name in ("retry_backoff_s", "visible_backoff_s", "max_backoff_s", "invisible_grace_s"):
             require_positive(name, getattr(self, name))
         require_int("keep_versions", self.keep_versions)
+        if self.reuse_installed and self.share_dir:
+            raise UsageError(
+                "reuse_installed is for versions held in memory; with share_dir they are "
+                "files, which hold no second copy in memory anyway"
+            )
 
     def next_wait_s(self, rng: random.Random) -> float:
         return self._jittered(self.poll_interval_s, rng)
@@ -185,6 +196,8 @@ class _State:
     ready: _Ready | None = None
     installing: Snapshot | None = None  # taken from ready, being applied by install()
     installed: Snapshot | None = None
+    # the installed arrays were lent to a download (reuse_installed): no base any more
+    installed_spoiled: bool = False
     seen_at_s: dict[int, float] = field(default_factory=dict)
     failures: dict[str, Failure] = field(default_factory=dict)  # by Failure.what; current only
 
@@ -366,6 +379,7 @@ class Watcher:
         done = self.clock.time()
         with self._lock:
             self._state.installed, self._state.installing = snap, None
+            self._state.installed_spoiled = False
         published = snap.manifest.created_at_s if snap.manifest else ready.seen_at_s
         return InstallResult(
             version=snap.version,
@@ -454,6 +468,16 @@ class Watcher:
         held = self._held()
         return None if held is None else held.version
 
+    def _base(self) -> tuple[Snapshot | None, bool]:
+        """The snapshot the next download starts from, and whether it may be decoded into
+        (reuse_installed: the installed one, when nothing newer is ready or installing)."""
+        st = self._state
+        held = self._held()
+        if held is st.installed and st.installed_spoiled:
+            return None, False
+        lend = self.config.reuse_installed and held is not None and held is st.installed
+        return held, lend
+
     def _should_abandon(self, current: int, newer: int) -> bool:
         """Switch when going straight to ``newer`` moves fewer bytes than finishing first."""
         try:
@@ -480,9 +504,10 @@ class Watcher:
         """Download the newest wanted version if it is newer than what is held; True if done."""
         with self._lock:
             st = self._state
-            have = self._held()
+            have, lend = self._base()
             want = st.want
-            if want is None or (have is not None and have.version >= want):
+            held = self._held_version()
+            if want is None or (held is not None and held >= want):
                 return False
             sub = self.sub
         if not self._visible(sub, want, have):
@@ -490,13 +515,17 @@ class Watcher:
         with self._lock:
             self._state.downloading, self._state.progress_bytes = want, 0
             self._cancel.clear()
+            if lend:  # from the first write on, the installed arrays are no base: the
+                # download owns them (they end as its output, or garbage if it fails)
+                st.installed = replace(have, tensors={}) if have is not None else None
+                st.installed_spoiled = True
         log.info(
             "downloading v%d (%s)",
             want,
             "holding no version yet" if have is None else f"holding v{have.version}",
         )
         try:
-            snap = self._fetch(sub, want, have)
+            snap = self._fetch(sub, want, have, lend)
         except FetchCancelled:
             return not self._stop.is_set()
         except Exception as exc:  # any failure: record it, back off, try again
@@ -539,9 +568,12 @@ class Watcher:
         self._work.wait(wait_s)
         self._work.set()  # try again
 
-    def _fetch(self, sub: Subscriber, want: int, have: Snapshot | None) -> Snapshot:
+    def _fetch(self, sub: Subscriber, want: int, have: Snapshot | None, lend: bool) -> Snapshot:
         if self._share is None:
-            return sub.fetch(want, have=have, cancel=self._cancel, progress=self._count)
+            alloc = reusing(have) if lend and have is not None else None
+            return sub.fetch(
+                want, have=have, alloc=alloc, cancel=self._cancel, progress=self._count
+            )
         return self._share.fetch(sub, want, have=have, cancel=self._cancel, progress=self._count)
 
     def _visible(self, sub: Subscriber, want: int, have: Snapshot | None) -> bool:

@@ -40,6 +40,7 @@ from wanrl_s3 import (
     Verifier,
     WatchConfig,
     Watcher,
+    return_big_buffers,
     to_torch,
 )
 from wanrl_s3.errors import UsageError
@@ -57,13 +58,19 @@ class RolloutSide:
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
+        if settings.return_big_buffers:
+            return_big_buffers()
         store, self.region = settings.read_store()
         verifier = Verifier.from_file(settings.verify_key) if settings.verify_key else None
         self.subscriber = Subscriber(store, concurrency=settings.concurrency, verifier=verifier)
         self.worker_id = settings.rollout_worker_id()
         self.status = StepStatusWriter(store, self.worker_id, region=self.region)
+        # the engine copies every tensor out at receive_weights and keeps none, so in
+        # memory the next version is decoded into the installed one's arrays: one copy
         watch = WatchConfig(
-            poll_interval_s=settings.poll_interval_s, share_dir=settings.node_share_dir
+            poll_interval_s=settings.poll_interval_s,
+            share_dir=settings.node_share_dir,
+            reuse_installed=settings.node_share_dir is None,
         )
         self.watcher = Watcher(self.subscriber, watch).start()
         self.last_install: InstallResult | None = None

@@ -200,6 +200,9 @@ class EngineSettings(StoreSettings):
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
     # rollout engines of one host download each version once, into this directory
     node_share_dir: str | None = None
+    # rollout: glibc maps allocations of 1 MiB or more on their own (process-wide), so
+    # freed download buffers go back to the system (wanrl_s3.return_big_buffers)
+    return_big_buffers: bool = True
     # trainer: the sync returns once the weights are in host memory; publishing goes on
     # in the background (false: the sync publishes before it returns)
     background: bool = True
@@ -234,6 +237,7 @@ class EngineSettings(StoreSettings):
         self._str("signing_key")
         self._str("verify_key")
         self._bool("background")
+        self._bool("return_big_buffers")
         self._float("close_wait_s", 0.0, strict=False)
         self._choice("publish_ranks", PUBLISH_RANKS)
         self._choice("assign", ASSIGN_MODES)
