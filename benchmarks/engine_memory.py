@@ -68,6 +68,7 @@ def child(url: str, endpoint: str, share: str, marker: Path, flags: str) -> None
             watcher.install(sink=taken.append)
             for _, arr in taken[0].items(release_pages=release):  # the copy to the device
                 np.bitwise_xor.reduce(arr.reshape(-1).view(np.uint8))
+            watcher.done_with(taken[0])
             del taken
             marker.write_text(str(version))
     finally:

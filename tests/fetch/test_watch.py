@@ -200,12 +200,14 @@ def nudged(state: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
     return {**state, "layers.0.w": bits.view(ml_dtypes.bfloat16)}
 
 
-def take(w: Watcher) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
-    """Install the ready version as an engine does (the snapshot's arrays, no copies):
-    the versions it was read from, and the arrays."""
+def take(w: Watcher, done: bool = True) -> tuple[tuple[int, ...], dict[str, np.ndarray]]:
+    """Install the ready version as an engine does (the snapshot's arrays, no copies), and
+    with ``done`` say it has copied them out: the versions it was read from, the arrays."""
     taken: list = []
     result = w.install(sink=taken.append)
     assert result is not None
+    if done:
+        w.done_with(taken[0])
     return result.path, dict(taken[0].tensors)
 
 
@@ -242,6 +244,21 @@ def test_reuse_installed_decodes_the_next_version_into_the_installed_arrays(tmp_
             assert all(arrays[k] is v1[k] for k in state)  # the same memory, decoded in place
             assert all(arrays[k].tobytes() == state[k].tobytes() for k in state)
             assert w.installed_version == version
+
+
+def test_reuse_installed_waits_for_the_caller_to_be_done_with_the_arrays(tmp_path) -> None:
+    """An engine still copying the installed tensors out must never see them change: until
+    done_with, the next version gets new arrays."""
+    second = nudged(model(14), 2)
+    with v1_installed(tmp_path, 14, WatchConfig(reuse_installed=True)) as (w, pub, v1):
+        assert published(w, pub, second, 2)  # v1 is done with (v1_installed)
+        _, v2 = take(w, done=False)  # installed, still being copied
+        third = nudged(second, 3)
+        assert published(w, pub, third, 3)
+        _, v3 = take(w)
+        assert all(v2[k] is v1[k] and v3[k] is not v2[k] for k in third)
+        assert all(v2[k].tobytes() == second[k].tobytes() for k in third)  # untouched
+        assert all(v3[k].tobytes() == third[k].tobytes() for k in third)
 
 
 def test_without_reuse_installed_the_installed_arrays_stay_as_they_were(tmp_path) -> None:

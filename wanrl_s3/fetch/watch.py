@@ -72,10 +72,10 @@ class WatchConfig:
     # on disk); 1 for a directory only this watcher uses (nothing to share, only to stage)
     keep_versions: int = 3
     # in memory (no share_dir): decode the next version into the installed version's own
-    # arrays, so host memory holds one snapshot (and the payload window), not two. Only
-    # for a caller that copies the tensors out at install and keeps no reference to them
-    # (an inference engine): the installed arrays change under anyone still reading them.
-    # A download that fails midway spoils them; the next one starts from the keyframe.
+    # arrays once the caller says it is done with them (Watcher.done_with), so host memory
+    # holds one snapshot (and the payload window), not two. For a caller that copies the
+    # tensors out (an inference engine) and keeps no reference to them. A download that
+    # fails midway spoils them; the next one starts from the keyframe.
     reuse_installed: bool = False
 
     def __post_init__(self) -> None:
@@ -198,6 +198,8 @@ class _State:
     installed: Snapshot | None = None
     # the installed arrays were lent to a download (reuse_installed): no base any more
     installed_spoiled: bool = False
+    # the caller is done with the installed arrays (done_with): they may be lent
+    installed_done: bool = False
     seen_at_s: dict[int, float] = field(default_factory=dict)
     failures: dict[str, Failure] = field(default_factory=dict)  # by Failure.what; current only
 
@@ -379,7 +381,7 @@ class Watcher:
         done = self.clock.time()
         with self._lock:
             self._state.installed, self._state.installing = snap, None
-            self._state.installed_spoiled = False
+            self._state.installed_spoiled = self._state.installed_done = False
         published = snap.manifest.created_at_s if snap.manifest else ready.seen_at_s
         return InstallResult(
             version=snap.version,
@@ -394,6 +396,15 @@ class Watcher:
             verify_s=snap.verify_s,
             apply_s=done - start,
         )
+
+    def done_with(self, snapshot: Snapshot) -> None:
+        """The caller has copied ``snapshot`` (the version it installed) out and holds no
+        reference to its arrays: with ``reuse_installed`` the next version may be decoded
+        into them. Until then a download gets new arrays (two snapshots for a while), so a
+        caller that never says so is only slower, never handed changing tensors."""
+        with self._lock:
+            if snapshot is self._state.installed:
+                self._state.installed_done = True
 
     # -- polling --------------------------------------------------------------------
     def poll_once(self) -> Latest | None:
@@ -475,8 +486,8 @@ class Watcher:
         held = self._held()
         if held is st.installed and st.installed_spoiled:
             return None, False
-        lend = self.config.reuse_installed and held is not None and held is st.installed
-        return held, lend
+        lend = self.config.reuse_installed and held is st.installed and st.installed_done
+        return held, lend and held is not None
 
     def _should_abandon(self, current: int, newer: int) -> bool:
         """Switch when going straight to ``newer`` moves fewer bytes than finishing first."""

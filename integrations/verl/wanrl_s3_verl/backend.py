@@ -65,8 +65,9 @@ class RolloutSide:
         self.subscriber = Subscriber(store, concurrency=settings.concurrency, verifier=verifier)
         self.worker_id = settings.rollout_worker_id()
         self.status = StepStatusWriter(store, self.worker_id, region=self.region)
-        # the engine copies every tensor out at receive_weights and keeps none, so in
-        # memory the next version is decoded into the installed one's arrays: one copy
+        # the engine copies every tensor out at receive_weights and keeps none (it says
+        # so: done_with), so in memory the next version is decoded into the installed
+        # one's arrays: one copy
         watch = WatchConfig(
             poll_interval_s=settings.poll_interval_s,
             share_dir=settings.node_share_dir,
@@ -191,8 +192,11 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         # a staged version (node_share_dir) maps files: once the engine has copied a
         # tensor, its pages go back (they stay in the page cache), so the host holds a
         # tensor at a time, not the version (docs/verl.md, host memory)
-        for name, array in snapshot.items(release_pages=True):
-            yield name, to_torch(array)
+        try:
+            for name, array in snapshot.items(release_pages=True):
+                yield name, to_torch(array)
+        finally:  # copied (or abandoned): the next version may be decoded into these arrays
+            self.rollout.watcher.done_with(snapshot)
 
     # -- for operators and tests (reachable through verl's execute_checkpoint_engine) -------
     def held_version(self) -> int | None:
