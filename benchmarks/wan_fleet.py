@@ -293,7 +293,9 @@ def chain_phase(
                 t.join()
             done = {i: json.loads(p.stdout.readline()) for i, p in relays.items()}
             installed = [done[i]["installed_at_s"] - start for i in range(len(fleet))]
-            out[kind] = (installed, idle_share(cpu))
+            install_s = [done[i]["installed_at_s"] - done[i]["received_at_s"]
+                         for i in range(len(fleet))]  # fmt: skip
+            out[kind] = (installed, install_s, idle_share(cpu))
     finally:
         kids.stop()
     return out
@@ -386,13 +388,14 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
                 per_host=worker_rows(fleet, statuses, published, chosen, worker_times),
                 predicted_worker_rtt_s=by_rtt)
         )  # fmt: skip
-        installed, idle = chain[kind]
+        installed, install_s, idle = chain[kind]
         t90 = at_fraction_s(installed, args.fraction)
         tail = max(installed) - t90
         hosts = [
-            {"host": w.name, "measured_s": round(m, 3), "predicted_s": round(p, 3)}
-            for w, m, p in zip(fleet.workers, installed, host_times, strict=True)
-        ]
+            {"host": w.name, "measured_s": round(m, 3), "predicted_s": round(p, 3),
+             "install_s": round(i, 3)}  # from its last byte to its install
+            for w, m, p, i in zip(fleet.workers, installed, host_times, install_s, strict=True)
+        ]  # fmt: skip
         rows.append(
             Row("peer_chain", kind, t90, chained, tail, [{"stored_bytes": stored}], idle,
                 per_host=hosts)
