@@ -104,14 +104,15 @@ def reusing(have: Snapshot) -> Allocator:
 
     def alloc(entry: TensorEntry) -> np.ndarray:
         arr = have.tensors.get(entry.name)
-        fits = (
+        if (
             isinstance(arr, np.ndarray)
             and arr.shape == tuple(entry.shape)
             and arr.dtype == dtypes.by_name(entry.dtype).numpy
             and arr.flags.writeable
             and arr.flags.c_contiguous
-        )
-        return arr if fits else _alloc(entry)
+        ):
+            return arr
+        return _alloc(entry)
 
     return alloc
 

@@ -484,10 +484,9 @@ class Watcher:
         (reuse_installed: the installed one, when nothing newer is ready or installing)."""
         st = self._state
         held = self._held()
-        if held is st.installed and st.installed_spoiled:
+        if held is None or (held is st.installed and st.installed_spoiled):
             return None, False
-        lend = self.config.reuse_installed and held is st.installed and st.installed_done
-        return held, lend and held is not None
+        return held, self.config.reuse_installed and held is st.installed and st.installed_done
 
     def _should_abandon(self, current: int, newer: int) -> bool:
         """Switch when going straight to ``newer`` moves fewer bytes than finishing first."""
