@@ -334,30 +334,35 @@ def as_requests_see_it(fleet: FleetLinks, request_s: float) -> FleetLinks:
     return FleetLinks(tuple(replace(w, rtt_ms=w.rtt_ms + request_s * 1e3) for w in fleet.workers))
 
 
-def predict(
-    args, fleet: FleetLinks, install: Install, payload_bytes: int, raw: int, delta: bool,
-    bucket_fleet: FleetLinks,
-):  # fmt: skip
-    """The planner's T_bcast at the fraction for both topologies, and each host's time.
-
-    Object storage is timed as ``wanrl-s3 status`` times it, from the manifest's stamp:
-    the commit's requests (the trainer's, on loopback here: the store's answer time
-    each), then each worker's fetch over ``bucket_fleet``'s round trips. The chain is
-    timed from the trainer's first byte and asks the store nothing.
-    """
-    fetch = FetchModel(
+def fetch_model(args, install: Install) -> FetchModel:
+    return FetchModel(
         args.poll_interval_s,
         install_mb_per_s=install.full_mb_per_s,
         delta_install_mb_per_s=install.delta_mb_per_s,
     )
-    gb = payload_bytes / 1e9, raw / 1e9
+
+
+def predict_bucket(args, bucket_fleet: FleetLinks, install: Install, gb, delta: bool):
+    """The planner's object-storage T_bcast at the fraction, and each worker's time, as
+    ``wanrl-s3 status`` times them: from the manifest's stamp, so the commit's requests
+    (the trainer's, on loopback here: the store's answer time each) come first, then each
+    worker's fetch over ``bucket_fleet``'s round trips. ``gb``: (payload, snapshot)."""
+    fetch = fetch_model(args, install)
     commit_s = TrainerUplink(1, 1e3, install.request_s).commit_s
     bucket = commit_s + object_storage_fleet_s(bucket_fleet, *gb, fetch, args.fraction, delta)
     per_worker = [commit_s + object_storage_worker_s(w, *gb, fetch, delta)
                   for w in bucket_fleet.workers]  # fmt: skip
+    return bucket, per_worker
+
+
+def predict_chain(args, fleet: FleetLinks, install: Install, gb, delta: bool):
+    """The planner's peer-chain T_bcast at the fraction and each host's time, from the
+    trainer's first byte (a chain asks the store nothing)."""
     b0 = args.chains * max(w.downlink_mbps for w in fleet.workers) * 2  # unshaped trainer
-    times = chain_worker_times_s(fleet, *gb, b0, fetch, CHUNK_BYTES / 1e6, args.chains, delta=delta)
-    return bucket, at_fraction_s(times, args.fraction), times, per_worker
+    times = chain_worker_times_s(
+        fleet, *gb, b0, fetch_model(args, install), CHUNK_BYTES / 1e6, args.chains, delta=delta
+    )
+    return at_fraction_s(times, args.fraction), times
 
 
 def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
@@ -372,11 +377,11 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
         tails = [spreads[r.version].tail_s for r in chosen]
         stored = int(statistics.mean(r.stored_bytes for r in chosen))
         delta = kind == "delta"
-        bucket, chained, host_times, worker_times = predict(
-            args, fleet, install, stored, raw, delta, as_requests_see_it(fleet, install.request_s)
-        )
-        by_rtt = predict(args, fleet, install, stored, raw, delta,
-                         with_worker_rtts(fleet, statuses))[0]  # fmt: skip
+        gb = stored / 1e9, raw / 1e9
+        requests = as_requests_see_it(fleet, install.request_s)
+        bucket, worker_times = predict_bucket(args, requests, install, gb, delta)
+        by_rtt = predict_bucket(args, with_worker_rtts(fleet, statuses), install, gb, delta)[0]
+        chained, host_times = predict_chain(args, fleet, install, gb, delta)
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
