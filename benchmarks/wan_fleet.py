@@ -1,14 +1,19 @@
 """A fleet on emulated WAN links: measured T_bcast beside the planner's, buckets and a peer chain.
 
     .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 8]
-        [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2] [--json]
+        [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2]
+        [--uplink-queue acks-first|fifo] [--json]
 
 Root and iproute2 only. Every rollout host is its own network namespace joined to
 this one by a veth pair with a tbf each way (its downlink and its uplink); its
 round trip is a user-space delay line in this namespace (no netem on this kernel,
 see benchmarks/wan.py). Rates and round trips are drawn from --seed: downlinks
 log-uniform in --down-mbit (times --rate-scale), uplinks 0.5-1x the downlink,
-round trips uniform in --rtt-ms. Everything is removed on exit, failure included.
+round trips uniform in --rtt-ms. Each link queues up to 100 ms of data; on the
+uplinks, bare ACKs go first (--uplink-queue acks-first, as a host's fair-queueing qdisc
+sends them; the default) or wait in the same FIFO (fifo). A chain relay, which receives
+while it forwards, is slower with fifo: docs/benchmarks.md. Everything is removed on
+exit, failure included.
 
     root namespace: moto S3 on 127.0.0.1, the trainer, delay lines
        |  10.1xx.<i>.1 ==veth, tbf down==> 10.1xx.<i>.2   namespace wfl-<pid>-<i>:
@@ -56,6 +61,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wan_fleet_net import (  # benchmarks/ is on sys.path[0]
+    UPLINK_QUEUES,
     Children,
     Host,
     cpu_times,
@@ -295,7 +301,8 @@ def chain_phase(
             installed = [done[i]["installed_at_s"] - start for i in range(len(fleet))]
             install_s = [done[i]["installed_at_s"] - done[i]["received_at_s"]
                          for i in range(len(fleet))]  # fmt: skip
-            out[kind] = (installed, install_s, idle_share(cpu))
+            first_s = [done[i]["chunks_at_s"][0] - start for i in range(len(fleet))]
+            out[kind] = (installed, install_s, first_s, idle_share(cpu))
     finally:
         kids.stop()
     return out
@@ -393,13 +400,14 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
                 per_host=worker_rows(fleet, statuses, published, chosen, worker_times),
                 predicted_worker_rtt_s=by_rtt)
         )  # fmt: skip
-        installed, install_s, idle = chain[kind]
+        installed, install_s, first_s, idle = chain[kind]
         t90 = at_fraction_s(installed, args.fraction)
         tail = max(installed) - t90
         hosts = [
             {"host": w.name, "measured_s": round(m, 3), "predicted_s": round(p, 3),
-             "install_s": round(i, 3)}  # from its last byte to its install
-            for w, m, p, i in zip(fleet.workers, installed, host_times, install_s, strict=True)
+             "first_chunk_s": round(f, 3), "install_s": round(i, 3)}  # last byte to install
+            for w, m, p, f, i in zip(fleet.workers, installed, host_times, first_s, install_s,
+                                     strict=True)
         ]  # fmt: skip
         rows.append(
             Row("peer_chain", kind, t90, chained, tail, [{"stored_bytes": stored}], idle,
@@ -462,7 +470,8 @@ def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> N
         f"{args.rtt_ms[1]:g} ms; {args.mib:g} MiB keyframe, {args.deltas} deltas at "
         f"{args.density:g}%; poll {args.poll_interval_s:g} s; install {install.full_mb_per_s:.0f} "
         f"MB/s full, {install.delta_mb_per_s:.0f} delta (in-process, local copy); store "
-        f"answers in {install.request_s * 1e3:.1f} ms; T_bcast at {args.fraction:.0%}"
+        f"answers in {install.request_s * 1e3:.1f} ms; uplinks {args.uplink_queue}; "
+        f"T_bcast at {args.fraction:.0%}"
     )
     print(f"{'host':<8} {'down':>6} {'up':>6} {'rtt ms':>7}")
     for w in fleet.workers:
@@ -496,6 +505,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--rtt-ms", type=float, nargs=2, default=(10.0, 200.0))
     ap.add_argument("--rate-scale", type=float, default=1.0, help="all rates x this (0.5: half)")
     ap.add_argument("--chains", type=int, default=2)
+    ap.add_argument("--uplink-queue", choices=UPLINK_QUEUES, default="acks-first")
     ap.add_argument("--fraction", type=float, default=0.9)
     ap.add_argument("--fleet-out", type=Path, default=None, help="write the fleet file here")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
@@ -513,7 +523,7 @@ def main() -> None:
         args.fleet_out.write_text(fleet_to_csv(fleet))
     work = Path(tempfile.mkdtemp(prefix="wanrl-wan-fleet-"))
     try:
-        with local_s3() as endpoint, namespaces(fleet) as hosts:
+        with local_s3() as endpoint, namespaces(fleet, args.uplink_queue) as hosts:
             make_bucket(endpoint, "fleet")
             bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
             results = bucket[0]
@@ -547,6 +557,7 @@ def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
     return {
         "fleet_size": len(fleet),
         "seed": args.seed,
+        "uplink_queue": args.uplink_queue,
         "fraction": args.fraction,
         "poll_interval_s": args.poll_interval_s,
         "install_mb_per_s": {

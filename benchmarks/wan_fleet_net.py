@@ -47,11 +47,37 @@ def _sh(*argv: str) -> None:
         raise SystemExit(f"{' '.join(argv)}: {done.stderr.strip()}")
 
 
+#: How long a packet may wait in a shaped link's queue (a bloated FIFO, as many are).
+QUEUE_S = 0.1
+#: A u32 match for a bare TCP ACK: protocol 6, a 20-byte IP header, flags exactly ACK
+#: (byte 33), IP length under 64.
+BARE_ACK = ("match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0f", "at", "0",
+            "match", "u8", "0x10", "0xff", "at", "33", "match", "u16", "0x0000", "0xffc0",
+            "at", "2")  # fmt: skip
+
+
 def _tbf(dev: str, mbit: float, ns: str | None = None) -> None:
     burst = max(16 * 1024, int(mbit * 1e6 / 8 / 250))  # 4 ms of traffic
     pre = ["ip", "netns", "exec", ns] if ns else []
     _sh(*pre, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{mbit}mbit",
-        "burst", str(burst), "latency", "100ms")  # fmt: skip
+        "burst", str(burst), "latency", f"{QUEUE_S * 1e3:g}ms")  # fmt: skip
+
+
+def _acks_first(dev: str, mbit: float, ns: str) -> None:
+    """The same rate and the same FIFO for data, but bare ACKs skip the queue: what a
+    host's fair-queueing qdisc (fq_codel, Linux's default; cake) does for a sparse flow.
+    This kernel has no fq_codel, so htb with two classes and a u32 filter stand in."""
+    tc = ["ip", "netns", "exec", ns, "tc"]
+    packets = max(16, int(mbit * 1e6 / 8 * QUEUE_S / 1514))
+    _sh(*tc, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "20")
+    _sh(*tc, "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+        "rate", f"{mbit}mbit")  # fmt: skip
+    for cls, share, prio in (("1:10", 0.1, "0"), ("1:20", 0.9, "1")):
+        _sh(*tc, "class", "add", "dev", dev, "parent", "1:1", "classid", cls, "htb",
+            "rate", f"{mbit * share:.3f}mbit", "ceil", f"{mbit}mbit", "prio", prio)  # fmt: skip
+    _sh(*tc, "qdisc", "add", "dev", dev, "parent", "1:20", "pfifo", "limit", str(packets))
+    _sh(*tc, "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1",
+        "u32", *BARE_ACK, "flowid", "1:10")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,8 +93,12 @@ class Host:
 
 
 @contextlib.contextmanager
-def namespaces(fleet) -> Iterator[list[Host]]:
-    """One namespace per host, shaped each way; all removed on the way out."""
+def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
+    """One namespace per host, shaped each way; all removed on the way out.
+
+    ``uplink_queue``: ``fifo`` (one tbf: a bare ACK waits behind up to :data:`QUEUE_S`
+    of the host's own data) or ``acks-first`` (see :func:`_acks_first`). It matters to a
+    host that receives while it sends, as a chain relay does."""
     pid, made = os.getpid(), []
     try:
         for i, link in enumerate(fleet.workers):
@@ -88,12 +118,18 @@ def namespaces(fleet) -> Iterator[list[Host]]:
                 ("ip", "link", "set", "lo", "up"),
             ):
                 _sh(*host.argv(*cmd))
-            _tbf(there, link.uplink_mbps, ns)
+            if uplink_queue == "acks-first":
+                _acks_first(there, link.uplink_mbps, ns)
+            else:
+                _tbf(there, link.uplink_mbps, ns)
         yield made
     finally:
         for host in made:
             subprocess.run(["ip", "netns", "del", host.ns], capture_output=True)
             subprocess.run(["ip", "link", "del", host.here], capture_output=True)
+
+
+UPLINK_QUEUES = ("acks-first", "fifo")
 
 
 # -- helper processes --------------------------------------------------------------------

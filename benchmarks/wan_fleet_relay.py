@@ -10,7 +10,7 @@ it has fully arrived), then installs that version exactly as a worker does:
 from MIRROR_URL, a local file:// copy of the run. The bytes relayed are a
 stand-in of the version's size; the install is the product's own, so a chain
 host pays what a bucket worker pays once its bytes are in. One JSON line per
-version on stdout: when its last chunk arrived and when it was installed.
+version on stdout: when each chunk arrived and when the version was installed.
 
 :func:`send_version` is the trainer's end: one connection per chain head.
 """
@@ -59,18 +59,25 @@ def _one_version(conn: socket.socket, next_hop: str, sub: Subscriber, out_dir: P
     if next_hop != "-":
         sender = threading.Thread(target=_forward, args=(next_hop, bytes(head), chunks))
         sender.start()
+    arrived = []
     for start in range(0, total, chunk):
         piece = payload[start : start + chunk]
         _recv_exact(conn, piece)
         chunks.put(piece)
-    received = time.time()
+        arrived.append(time.time())
+    received = arrived[-1] if arrived else time.time()
     chunks.put(None)
     have = load_snapshot(out_dir / f"v{have_version}.safetensors") if have_version else None
     pull_to_file(sub, out_dir / f"v{version}.safetensors", version, have=have)  # install
     installed = time.time()
     if sender is not None:
         sender.join()
-    return {"received_at_s": received, "installed_at_s": installed, "version": version}
+    return {
+        "received_at_s": received,
+        "installed_at_s": installed,
+        "version": version,
+        "chunks_at_s": arrived,  # each chunk's last byte: where a hop falls behind
+    }
 
 
 def serve_relay(argv: list[str]) -> None:

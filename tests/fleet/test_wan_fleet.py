@@ -55,6 +55,7 @@ def test_two_hosts_one_version_measured_beside_the_planner(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert (report["fleet_size"], report["seed"], len(report["links"])) == (2, 3, 2)
+    assert report["uplink_queue"] == "acks-first"  # the default: bare ACKs skip the queue
     rows = {(r["topology"], r["kind"]): r for r in report["results"]}
     assert set(rows) == {("object_storage", "full"), ("peer_chain", "full")}
     for row in rows.values():
