@@ -15,17 +15,26 @@ HERE = Path(__file__).resolve().parent
 RUNS = [
     ["hashing.py"],
     ["codec.py"],
+    ["full_codec.py"],
     ["transfer.py", "--gib", "1", "--repeat", "3"],
     ["fleet.py", "--workers", "8", "--mib", "256"],
     ["staleness_overhead.py"],
+    ["stores.py"],  # skips the emulators and libraries that are not installed
+    ["memory.py"],
+    ["worker_disk.py"],
+    ["engine_memory.py"],
+    ["trainer_sync.py"],
 ]
-ROOT_ONLY = [["wan.py"]]  # builds a network namespace: needs root
+#: These build network namespaces and shape links: root only. The WAN fleet and the
+#: fault campaign have their own targets (make bench-wan, make bench-faults).
+ROOT_ONLY = [["wan.py"], ["full_pull.py"], ["publish_ranks.py"]]
 
 
 def runs() -> list[list[str]]:
     if os.geteuid() == 0:
         return RUNS + ROOT_ONLY
-    print("skipping benchmarks/wan.py: it needs root to build its network namespace")
+    names = ", ".join(f"benchmarks/{args[0]}" for args in ROOT_ONLY)
+    print(f"skipping {names}: they need root to build network namespaces")
     return RUNS
 
 
