@@ -132,7 +132,7 @@ class ShardedPublisher:
         """``assign``: "balanced" (every rank sees every tensor) or "own" (each rank sees
         and publishes only its own). ``timeout_s``: how long the committing rank waits for
         the last share after its own. ``clock``: for tests (fake time)."""
-        self.spec = _Ranks(rank, ranks, assign, commit_rank, timeout_s, poll_s)
+        self._spec = _Ranks(rank, ranks, assign, commit_rank, timeout_s, poll_s)
         if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id) or run_id in (".", ".."):
             raise UsageError(
                 f"run_id must be 1-128 characters of letters, digits and '._-', got {run_id!r}"
@@ -143,12 +143,12 @@ class ShardedPublisher:
     @property
     def rank(self) -> int:
         """This rank (0 to ``ranks - 1``)."""
-        return self.spec.rank
+        return self._spec.rank
 
     @property
     def ranks(self) -> int:
         """How many ranks publish each version."""
-        return self.spec.ranks
+        return self._spec.ranks
 
     @property
     def run_id(self) -> str:
@@ -160,7 +160,7 @@ class ShardedPublisher:
 
     @property
     def is_committer(self) -> bool:
-        return self.spec.rank == self.spec.commit_rank
+        return self._spec.rank == self._spec.commit_rank
 
     def publish(
         self,
@@ -181,13 +181,13 @@ class ShardedPublisher:
         """
         start = time.monotonic()
         meet = Rendezvous(
-            self._publisher.store, layout.check_version(version), self.run_id, self.spec.ranks,
-            self.spec.timeout_s, self.spec.poll_s, self.clock,
+            self._publisher.store, layout.check_version(version), self.run_id, self._spec.ranks,
+            self._spec.timeout_s, self._spec.poll_s, self.clock,
         )  # fmt: skip
         try:
             base, held = self._publisher._begin(version)
         except BaseException as exc:  # e.g. LATEST unreadable here only: stop the others now
-            meet.abort(self.spec.rank, f"it could not begin v{version}: {exc}")
+            meet.abort(self._spec.rank, f"it could not begin v{version}: {exc}")
             raise
         draft, own = self._share(tensors, version, base, held, progress, meet)
         if self.is_committer:
@@ -211,7 +211,7 @@ class ShardedPublisher:
         meet: Rendezvous,
     ) -> tuple[_Draft, ShareRecord]:
         """Encode and upload this rank's share, then post its record."""
-        spec = self.spec
+        spec = self._spec
         selector = ShareSelector(spec.rank, spec.ranks, spec.assign)
         items = selector.select(iter_items(tensors))
         try:
@@ -277,7 +277,7 @@ class ShardedPublisher:
             _check_landed(pub.stores, records)
             manifest = pub._sign(manifest.validate())
         except BaseException as exc:
-            meet.abort(self.spec.rank, f"the committing rank gave up: {exc}")
+            meet.abort(self._spec.rank, f"the committing rank gave up: {exc}")
             self._discard(records, pub.stores)
             if isinstance(exc, WanrlError) and pub.store.exists(layout.manifest_key(own.version)):
                 raise VersionConflictError(  # e.g. our other ranks saw it and removed their shares
@@ -292,22 +292,22 @@ class ShardedPublisher:
                 lambda stores: self._discard(records, stores),
             )
         except VersionConflictError as exc:
-            meet.abort(self.spec.rank, str(exc))
+            meet.abort(self._spec.rank, str(exc))
             raise
-        meet.clear(range(self.spec.ranks))
+        meet.clear(range(self._spec.ranks))
         return manifest, pub._advance(manifest)
 
     # -- the other ranks --------------------------------------------------------------
     def _confirm(self, draft: _Draft, own: ShareRecord, meet: Rendezvous) -> Manifest:
         """Wait for the commit; the manifest, if it holds this share."""
-        wait_s = 2 * self.spec.timeout_s
+        wait_s = 2 * self._spec.timeout_s
         try:
             manifest = meet.await_manifest(wait_s)
         except StoreError:
             if meet.aborted() is not None:  # no commit will come: this share is garbage now
                 draft.writer.delete_objects()
             else:  # the committer may still commit it: keep the share, but stop later ranks
-                meet.abort(self.spec.rank, f"gave up waiting {wait_s:g} s for the commit")
+                meet.abort(self._spec.rank, f"gave up waiting {wait_s:g} s for the commit")
             raise
         if not _holds(manifest, own):
             draft.writer.delete_objects()
