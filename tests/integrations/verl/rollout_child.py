@@ -45,11 +45,14 @@ def prefetch(engine: Any, version: int, timeout_s: float) -> int | None:
 
 
 def sync(engine: Any, global_steps: int) -> dict[str, Any]:
+    sync_at_s = engine.rollout.watcher.clock.time()  # the clock its installs are stamped by
     got, receive_s = asyncio.run(receive(engine, global_steps))
     installed = engine.rollout.last_install
     return {
         "digests": digests(got),
         "receive_s": receive_s,
+        "sync_at_s": sync_at_s,
+        "ready_at_s": None if installed is None else installed.ready_at_s,
         "installed": engine.rollout.watcher.installed_version,
         "download_s": None if installed is None else installed.download_s,
         "downloaded_bytes": None if installed is None else installed.downloaded_bytes,
