@@ -49,6 +49,8 @@ def _sh(*argv: str) -> None:
 
 #: How long a packet may wait in a shaped link's queue (a bloated FIFO, as many are).
 QUEUE_S = 0.1
+#: How a host's uplink queues: see :func:`namespaces`.
+UPLINK_QUEUES = ("acks-first", "fifo")
 #: A u32 match for a bare TCP ACK: protocol 6, a 20-byte IP header, flags exactly ACK
 #: (byte 33), IP length under 64.
 BARE_ACK = ("match", "ip", "protocol", "6", "0xff", "match", "u8", "0x05", "0x0f", "at", "0",
@@ -99,6 +101,9 @@ def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
     ``uplink_queue``: ``fifo`` (one tbf: a bare ACK waits behind up to :data:`QUEUE_S`
     of the host's own data) or ``acks-first`` (see :func:`_acks_first`). It matters to a
     host that receives while it sends, as a chain relay does."""
+    if uplink_queue not in UPLINK_QUEUES:
+        raise ValueError(f"uplink_queue must be one of {UPLINK_QUEUES}, got {uplink_queue!r}")
+    shape_uplink = _acks_first if uplink_queue == "acks-first" else _tbf
     pid, made = os.getpid(), []
     try:
         for i, link in enumerate(fleet.workers):
@@ -118,18 +123,12 @@ def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
                 ("ip", "link", "set", "lo", "up"),
             ):
                 _sh(*host.argv(*cmd))
-            if uplink_queue == "acks-first":
-                _acks_first(there, link.uplink_mbps, ns)
-            else:
-                _tbf(there, link.uplink_mbps, ns)
+            shape_uplink(there, link.uplink_mbps, ns)
         yield made
     finally:
         for host in made:
             subprocess.run(["ip", "netns", "del", host.ns], capture_output=True)
             subprocess.run(["ip", "link", "del", host.here], capture_output=True)
-
-
-UPLINK_QUEUES = ("acks-first", "fifo")
 
 
 # -- helper processes --------------------------------------------------------------------
