@@ -126,7 +126,7 @@ def test_second_publish_of_a_version_is_refused_and_first_untouched(store: Objec
     first = {"w": np.arange(10, dtype=np.float32)}
     Publisher(store, PublishConfig(delta="never")).publish(first, 3)
     before = store.get_bytes(layout.manifest_key(3))
-    with pytest.raises(VersionConflictError, match="not newer than LATEST"):
+    with pytest.raises(VersionConflictError, match="not newer than the newest version"):
         Publisher(store).publish({"w": np.zeros(10, np.float32)}, 3)
     with pytest.raises(VersionConflictError):
         Publisher(store).publish({"w": np.zeros(10, np.float32)}, 2)

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
+from ..format.manifests import Manifests
 from ..format.signing import Verifier
 from ..regions.config import RegionsConfig
 from ..regions.probe import RegionChoice
@@ -184,8 +185,17 @@ def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectSt
 def subscriber_from_args(
     args: argparse.Namespace, store: ObjectStore | None = None, **kwargs: Any
 ) -> Subscriber:
-    verifier = Verifier.from_file(args.verify_key) if args.verify_key else None
-    return Subscriber(store or open_from_args(args), verifier=verifier, **kwargs)
+    return Subscriber(store or open_from_args(args), verifier=_verifier(args), **kwargs)
+
+
+def manifests_from_args(args: argparse.Namespace, store: ObjectStore | None = None) -> Manifests:
+    """The manifest reader of ``--store`` (signatures required with ``--verify-key``): for a
+    command that reads manifests and no payload."""
+    return Manifests(store or open_from_args(args), verifier=_verifier(args))
+
+
+def _verifier(args: argparse.Namespace) -> Verifier | None:
+    return Verifier.from_file(args.verify_key) if args.verify_key else None
 
 
 def emit_json(obj: Any) -> None:

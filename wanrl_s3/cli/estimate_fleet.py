@@ -67,22 +67,22 @@ def _read_fleet_file(path: str) -> FleetLinks:
 
 
 def _fleet_from_status(url: str, endpoint_url: str | None) -> FleetLinks:
-    from ..fetch.subscriber import Subscriber
     from ..fleet.bcast import EXPIRE_AFTER_S
     from ..fleet.links import measured_fleet
     from ..fleet.status import read_statuses
+    from ..format.manifests import Manifests
     from ..store import open_store
 
     store = open_store(url, endpoint_url=endpoint_url)
-    with Subscriber(store) as sub:
+    manifests = Manifests(store)
 
-        def raw_bytes_of(version: int) -> int | None:
-            try:
-                return sub.manifest(version).raw_bytes
-            except WanrlError:
-                return None  # collected since: the default install rate applies
+    def raw_bytes_of(version: int) -> int | None:
+        try:
+            return manifests.get(version).raw_bytes
+        except WanrlError:
+            return None  # collected since: the default install rate applies
 
-        found = measured_fleet(read_statuses(store), raw_bytes_of, time.time(), EXPIRE_AFTER_S)
+    found = measured_fleet(read_statuses(store), raw_bytes_of, time.time(), EXPIRE_AFTER_S)
     for reason in found.skipped:
         print(f"wanrl-s3: warning: --from-status left out {reason}", file=sys.stderr)
     if found.fleet is None:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..format.manifest import Manifest
-from .common import add_store_args, emit_json, human_bytes, subscriber_from_args, version_arg
+from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,12 +36,12 @@ def version_row(m: Manifest, latest: int | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    with subscriber_from_args(args) as sub:
-        latest = sub.latest()
-        latest_v = None if latest is None else latest.version
-        if args.version is not None:
-            return _show_version(sub.manifest(sub.resolve(args.version)), args.json)
-        rows = [version_row(sub.manifest(v), latest_v) for v in sub.versions()]
+    manifests = manifests_from_args(args)
+    latest = manifests.latest()
+    latest_v = None if latest is None else latest.version
+    if args.version is not None:
+        return _show_version(manifests.get(manifests.resolve(args.version)), args.json)
+    rows = [version_row(manifests.get(v), latest_v) for v in manifests.versions()]
     if args.json:
         emit_json({"store": args.store, "latest": latest_v, "versions": rows})
         return 0

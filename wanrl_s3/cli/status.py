@@ -23,7 +23,7 @@ from ..fleet.bcast import (
     read_records,
 )
 from ..fleet.status import read_statuses
-from .common import add_store_args, emit_json, open_from_args, positive_float, subscriber_from_args
+from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
@@ -73,10 +73,10 @@ def measure(args: argparse.Namespace, now_s: float) -> Measurement:
     """Read the fleet and the versions, build the report, freeze what it measured first."""
     store = open_from_args(args)
     statuses = read_statuses(store)
-    with subscriber_from_args(args, store) as sub:
-        latest = sub.latest()
-        versions = sub.versions()[-args.last :]
-        published = {v: sub.manifest(v).created_at_s for v in versions}
+    manifests = manifests_from_args(args, store)
+    latest = manifests.latest()
+    versions = manifests.versions()[-args.last :]
+    published = {v: manifests.get(v).created_at_s for v in versions}
     report = fleet_report(
         statuses,
         published,

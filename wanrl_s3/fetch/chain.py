@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import ManifestError, NotFoundError, VerificationError
+from ..errors import VerificationError
 from ..format.manifest import Manifest, TensorEntry
+from ..format.manifests import lineage
 
 HAVE = -1  # step index meaning "the reader's own copy at the starting version"
 
@@ -62,20 +63,6 @@ class FetchPlan:
         return out
 
 
-def lineage(target: Manifest, lookup: Callable[[int], Manifest]) -> list[Manifest]:
-    """The target and its bases back to the keyframe, oldest first."""
-    chain = [target]
-    while chain[-1].kind == "delta":
-        base_version = chain[-1].base_version
-        if base_version is None:  # the manifest reader rejects this; kept for type narrowing
-            raise ManifestError(f"delta version {chain[-1].version} has no base_version")
-        chain.append(lookup(base_version))
-        if len(chain) > 100_000:
-            raise ManifestError("delta chain does not end in a keyframe")
-    chain.reverse()
-    return chain
-
-
 def recipes(steps: list[Manifest], from_have: bool) -> tuple[Recipe, ...]:
     """Per target tensor: where its bits start and which deltas follow."""
     out = []
@@ -120,18 +107,3 @@ def plan_fetch(
     if have_plan.download_bytes <= keyframe_plan.download_bytes:
         return have_plan
     return keyframe_plan
-
-
-def safe_lookup(lookup: Callable[[int], Manifest]) -> Callable[[int], Manifest]:
-    """Turn a missing base into a VerificationError that names the broken chain."""
-
-    def wrapped(version: int) -> Manifest:
-        try:
-            return lookup(version)
-        except NotFoundError as exc:
-            raise VerificationError(
-                f"version {version} is needed by a delta chain but its "
-                "manifest is gone (retention must keep chains whole)"
-            ) from exc
-
-    return wrapped

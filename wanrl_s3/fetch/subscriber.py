@@ -15,7 +15,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,23 +24,16 @@ import numpy as np
 
 from ..codec import bridge as codec_bridge
 from ..codec import decode_full
-from ..errors import (
-    ManifestError,
-    NotFoundError,
-    SignatureError,
-    UsageError,
-    VerificationError,
-    WanrlError,
-)
+from ..errors import NotFoundError, VerificationError, WanrlError
 from ..format import dtypes, hashing, layout
-from ..format import latest as latest_pointer
 from ..format.latest import Latest
 from ..format.manifest import Manifest, TensorEntry
+from ..format.manifests import Manifests, safe_lookup
 from ..io.pages import release
 from ..io.tensors import byte_view
 from ..store import ObjectStore
 from ..units import MiB, require_int
-from .chain import HAVE, FetchPlan, Recipe, lineage, plan_fetch, safe_lookup
+from .chain import HAVE, FetchPlan, Recipe, plan_fetch
 from .download import Progress
 from .stream import Streamer, Tensor
 
@@ -147,17 +139,7 @@ class Subscriber:
         # manifests get their own threads: a plan made while a download fills _pool
         # (the watcher's abandon check) must not queue behind its payload reads
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
-        self._manifests: OrderedDict[int, Manifest] = OrderedDict()
-        self._cache_size = manifest_cache
-        # The integrity chain: manifest digests pinned by a delta's manifest (firm: manifests
-        # are immutable) and by the newest LATEST read (replaced by the next one).
-        self._pins: dict[int, str] = {}
-        self._latest_pin: tuple[int, str] | None = None
-        self._latest_named = -1  # the version the newest LATEST read names
-        # the newest version a LATEST named whose manifest this reader then read: LATEST
-        # never moves back below it (a pointer to a version that never appears sets no floor)
-        self._newest_followed = -1
-        self._lock = threading.Lock()
+        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -170,120 +152,25 @@ class Subscriber:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    # -- finding versions -------------------------------------------------------
+    # -- finding versions: the manifest owner's (format.manifests) ---------------------
     def latest(self) -> Latest | None:
-        return self._pin_latest(latest_pointer.read(self.store))
+        """LATEST, checked before anyone follows it (signed when required; never backwards)."""
+        return self.manifests.latest()
 
     def poll_latest(self, etag: str | None) -> tuple[Latest, str] | None:
         """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged)."""
-        found = latest_pointer.poll(self.store, etag)
-        if found is not None:
-            self._pin_latest(found[0])
-        return found
-
-    def _pin_latest(self, pointer: Latest | None) -> Latest | None:
-        """Check a LATEST before anyone follows it, and pin the manifest it names.
-
-        With a verifier, the pointer must be signed, valid and unexpired. Always, it
-        must not move backwards from the newest one this reader has followed (read
-        the manifest of): a rollback is refused (the reader keeps what it has) until
-        a newer version appears.
-        """
-        if pointer is None:
-            return None
-        if self.verifier is not None:
-            latest_pointer.check_signed(pointer, self.verifier)
-        with self._lock:
-            if pointer.version < self._newest_followed:
-                raise VerificationError(
-                    f"LATEST at {self.store.url} moved backwards from v{self._newest_followed} "
-                    f"to v{pointer.version}: a rollback, not followed"
-                )
-            self._latest_named = pointer.version
-            if pointer.manifest_hash is not None:
-                self._latest_pin = (pointer.version, pointer.manifest_hash)
-        return pointer
-
-    def _check_pins(self, m: Manifest) -> None:
-        """Refuse a manifest whose digest is not the one LATEST or the next delta names.
-
-        Hashes cover tensor bytes; this covers the rest of each entry (name, dtype,
-        shape) and the lineage: an edited manifest, or a delta made for another base,
-        breaks the chain from LATEST down.
-        """
-        with self._lock:
-            pinned = self._pins.get(m.version)
-            if self._latest_pin is not None and self._latest_pin[0] == m.version:
-                pinned = pinned or self._latest_pin[1]
-        if pinned is not None and pinned != m.digest:
-            raise ManifestError(
-                f"manifest of version {m.version} at {self.store.url} is not the one its "
-                "successor or LATEST names (edited, or from another run)"
-            )
-        with self._lock:
-            if m.base_version is not None and m.base_manifest_hash is not None:
-                self._pins.setdefault(m.base_version, m.base_manifest_hash)
-            if m.version == self._latest_named:
-                self._newest_followed = max(self._newest_followed, m.version)
+        return self.manifests.poll_latest(etag)
 
     def resolve(self, version: int | str | None) -> int:
-        if version is None or version == "latest":
-            latest = self.latest()
-            if latest is None:
-                raise NotFoundError(f"nothing is published at {self.store.url} (no LATEST)")
-            return latest.version
-        if isinstance(version, str):
-            if not version.isdigit():
-                raise UsageError(f"version must be a number or 'latest', got {version!r}")
-            version = int(version)
-        return layout.check_version(version)
+        return self.manifests.resolve(version)
 
     def versions(self) -> list[int]:
         """Every version with a committed manifest, ascending."""
-        found = set()
-        for info in self.store.list(layout.VERSIONS_DIR + "/"):
-            v = layout.version_of_key(info.key)
-            if v is not None and info.key == layout.manifest_key(v):
-                found.add(v)
-        return sorted(found)
+        return self.manifests.versions()
 
     def manifest(self, version: int) -> Manifest:
         """The validated (and, with a verifier, signature-checked) manifest; cached."""
-        with self._lock:
-            cached = self._manifests.get(version)
-            if cached is not None:
-                self._manifests.move_to_end(version)
-        if cached is not None:
-            self._check_pins(cached)
-            return cached
-        m = self._read_manifest(version)
-        with self._lock:
-            self._manifests[version] = m
-            while len(self._manifests) > self._cache_size:
-                self._manifests.popitem(last=False)
-        return m
-
-    def _read_manifest(self, version: int) -> Manifest:
-        """Read, validate, verify and pin-check; a manifest that fails is read once more,
-        so a body damaged on the way does not fail a pull that a second read serves."""
-        for attempt in (0, 1):
-            try:
-                data = self.store.get_bytes(layout.manifest_key(version))
-            except NotFoundError:
-                raise NotFoundError(
-                    f"version {version} does not exist at {self.store.url}"
-                ) from None
-            try:
-                m = Manifest.from_json(data, expect_version=version)
-                if self.verifier is not None:
-                    self.verifier.verify(m)
-                self._check_pins(m)
-                return m
-            except (ManifestError, SignatureError, VerificationError) as exc:
-                if attempt:
-                    raise
-                log.info("%s; reading the manifest of version %d once more", exc, version)
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self.manifests.get(version)
 
     def missing(self, version: int, have_version: int | None = None) -> str | None:
         """What keeps ``version`` from being whole in this store; None once it is.
@@ -304,9 +191,7 @@ class Subscriber:
             return listings[v]
 
         def lookup(v: int) -> Manifest:
-            with self._lock:
-                cached = v in self._manifests
-            if not cached and layout.manifest_key(v) not in listed(v):
+            if not self.manifests.is_cached(v) and layout.manifest_key(v) not in listed(v):
                 raise NotFoundError(f"the manifest of v{v}")
             return self.manifest(v)
 
@@ -330,31 +215,10 @@ class Subscriber:
 
     def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
         if version is not None and version != "latest":
-            self._pin_from_latest(self.resolve(version))
+            self.manifests.pin_from_latest(self.resolve(version))
         target = self.manifest(self.resolve(version))
         self._prefetch_chain(target)
         return plan_fetch(target, safe_lookup(self.manifest), have_version)
-
-    def _pin_from_latest(self, version: int) -> None:
-        """Pin a version asked for by number from LATEST down its delta chain.
-
-        LATEST pins the newest manifest and each delta its base, so an edited
-        manifest anywhere on LATEST's chain is refused even when asked for by
-        number. LATEST's own failures are not this fetch's (a version by number
-        must stay reachable when LATEST is broken or expired).
-
-        When the newest LATEST this reader read names ``version`` itself (a watcher
-        fetching what its poll just found), that read pinned it already: LATEST is not
-        read again (a round trip per version, 0.2 s on a 200 ms link, measured in
-        benchmarks/wan_fleet.py).
-        """
-        with self._lock:
-            if self._latest_named == version and self._latest_pin is not None:
-                return
-        with contextlib.suppress(WanrlError):
-            pointer = self.latest()
-            if pointer is not None and pointer.version > version:
-                lineage(self.manifest(pointer.version), safe_lookup(self.manifest))
 
     def _prefetch_chain(self, target: Manifest) -> None:
         """Fetch the manifests between ``target``'s keyframe and it together, not one by one.
@@ -368,8 +232,7 @@ class Subscriber:
         if target.kind != "delta" or target.keyframe_version is None:
             return
         low = max(target.keyframe_version, target.version - PREFETCH_MANIFESTS)
-        with self._lock:
-            wanted = [v for v in range(low, target.version) if v not in self._manifests]
+        wanted = [v for v in range(low, target.version) if not self.manifests.is_cached(v)]
         if len(wanted) > 1:
             for done in [self._meta_pool.submit(self._manifest_if_there, v) for v in wanted]:
                 done.result()

@@ -22,10 +22,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..fetch.chain import lineage, safe_lookup
-from ..fetch.subscriber import Subscriber
 from ..format import latest, layout
 from ..format.manifest import Manifest
+from ..format.manifests import Manifests, lineage, safe_lookup
 from ..store import ObjectStore
 from ..units import require_int, require_non_negative
 
@@ -91,9 +90,9 @@ def collect(
     now_s = time.time() if now_s is None else now_s
     report = GcReport(dry_run=dry_run)
     objects = store.list(layout.VERSIONS_DIR + "/")
-    with Subscriber(store) as sub:
-        versions = sub.versions()
-        manifests = {v: sub.manifest(v) for v in versions}
+    reader = Manifests(store)
+    versions = reader.versions()
+    manifests = {v: reader.get(v) for v in versions}
     served = _served(store)
     keep = (
         retained(versions, manifests.__getitem__, policy.keep_versions, served)

@@ -1,12 +1,16 @@
-"""LATEST: the one owner of reading, claiming and advancing the pointer readers poll.
+"""LATEST: the one owner of reading, polling and advancing the pointer readers poll.
 
 LATEST names the newest committed version (docs/format.md). Every module that
-touches it goes through here, so there is one policy:
+touches it goes through here, so there is one policy. It claims nothing: a
+version is claimed by creating its manifest only if absent, and the rule for
+which versions may be claimed is :mod:`wanrl_s3.format.manifests`'s, as is
+following LATEST (its digest pin, never backwards).
 
-- **Readers** (the subscriber, the probe, the relay reading a primary) get a
-  :class:`Latest` or ``None`` when the store has none; a pointer that is not a
-  valid LATEST raises :class:`~wanrl_s3.errors.ManifestError` (exit 3). A reader
-  never guesses a version from a corrupt pointer.
+- **Readers** (through :class:`~wanrl_s3.format.manifests.Manifests`: the
+  subscriber, the probe, the relay reading a primary) get a :class:`Latest` or
+  ``None`` when the store has none; a pointer that is not a valid LATEST raises
+  :class:`~wanrl_s3.errors.ManifestError` (exit 3). A reader never guesses a
+  version from a corrupt pointer.
 - **Writers** (the publisher and the relay committing to a replica) move LATEST
   only forwards, by compare-and-swap on the ETag they read. A corrupt pointer is
   treated as "no version" (and logged): it is overwritten by the next commit,

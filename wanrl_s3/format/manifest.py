@@ -8,7 +8,8 @@ checks every field before a single payload byte is fetched (unknown dtypes,
 shapes that disagree with byte counts, overlapping or out-of-range ranges,
 keys that would escape the version's directory, absurd sizes), and each
 failure is one :class:`~wanrl_s3.errors.ManifestError` that names the field.
-The format is specified in docs/format.md.
+The format is specified in docs/format.md; reading a manifest from a store is
+:mod:`wanrl_s3.format.manifests`'s alone.
 """
 
 from __future__ import annotations

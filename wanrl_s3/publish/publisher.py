@@ -39,14 +39,16 @@ import numpy as np
 from ..codec import CODING_PLANES, encode_full
 from ..codec import bridge as codec_bridge
 from ..errors import (
+    ManifestError,
     PreconditionFailedError,
     UsageError,
     VersionConflictError,
 )
 from ..format import dtypes, hashing, latest, layout
 from ..format.manifest import Manifest, ObjectRef, TensorEntry, check_tensor
+from ..format.manifests import check_claimable, read_stored
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
-from ..store import ObjectStore, get_or_none
+from ..store import ObjectStore
 from ..units import MiB, require_int, require_positive
 from .payload import PayloadWriter
 
@@ -285,14 +287,7 @@ class Publisher:
     # -- steps --------------------------------------------------------------------
     def _check_claimable(self, version: int) -> None:
         for store in self.stores:
-            current, _ = latest.committed_version(store)
-            if current >= version:
-                raise VersionConflictError(
-                    f"version {version} is not newer than LATEST ({current}) at "
-                    f"{store.url}; publish {current + 1} or later"
-                )
-            if store.exists(layout.manifest_key(version)):
-                raise VersionConflictError(f"version {version} already exists at {store.url}")
+            check_claimable(store, version)
 
     def _delta_base(self, version: int) -> _Base | None:
         base, cfg = self._base, self.config
@@ -459,9 +454,12 @@ def _is_ours(store: ObjectStore, version: int, data: bytes, publish_ids: Sequenc
     a lost race. A stored manifest that names our payload (one of our random publish
     ids) is ours in every way that matters: its payload must not be deleted.
     """
-    blob = get_or_none(store, layout.manifest_key(version))
-    return blob is not None and (
-        blob.data == data or any(f'"{pid}/'.encode() in blob.data for pid in publish_ids)
+    try:
+        stored = read_stored(store, version)
+    except ManifestError:  # over the size bound: not the manifest this publish validated
+        return False
+    return stored is not None and (
+        stored == data or any(f'"{pid}/'.encode() in stored for pid in publish_ids)
     )
 
 

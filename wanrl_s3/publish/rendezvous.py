@@ -19,9 +19,16 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..errors import PreconditionFailedError, StoreError, UsageError, VersionConflictError
+from ..errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    StoreError,
+    UsageError,
+    VersionConflictError,
+)
 from ..format import layout
 from ..format.manifest import Manifest
+from ..format.manifests import Manifests, read_bounded
 from ..store import Clock, ObjectStore, get_or_none
 from .share_record import ABORT_NAME, ShareRecord, abort_json, parse_abort, rank_of
 
@@ -88,10 +95,12 @@ class Rendezvous:
                         f"a share record of rank {rank} for v{self.version}, but this job has "
                         f"{self.ranks} ranks: every rank must pass the same ranks="
                     )
+                data = read_bounded(self.store, info.key, f"share record of rank {rank}")
+                if data is None:
+                    continue  # removed since the listing: not posted, as far as this poll knows
                 records[rank] = ShareRecord.from_json(
-                    self.store.get_bytes(info.key), version=self.version, run_id=self.run_id,
-                    rank=rank,
-                )  # fmt: skip
+                    data, version=self.version, run_id=self.run_id, rank=rank
+                )
             if len(records) == self.ranks:
                 return [records[r] for r in range(self.ranks)]
             if self.clock.monotonic() >= deadline_s:
@@ -109,11 +118,10 @@ class Rendezvous:
         Raises StoreError on an abort, or when no manifest appears within ``wait_s``.
         """
         deadline_s = self.clock.monotonic() + wait_s
-        key = layout.manifest_key(self.version)
+        manifests = Manifests(self.store)
         while True:
-            blob = get_or_none(self.store, key)
-            if blob is not None:
-                return Manifest.from_json(blob.data, expect_version=self.version)
+            with contextlib.suppress(NotFoundError):
+                return manifests.get(self.version)
             why = self.aborted()
             if why is not None:
                 raise self._aborted(why)

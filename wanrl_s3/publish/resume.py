@@ -9,7 +9,9 @@ version a new publication must be newer than. The CLI's ``publish`` and the verl
 trainer side both resume through here.
 
 Reading the store is the reader's job, so this module uses the Subscriber: the
-only place on the trainer side where data flows back from a store.
+only place on the trainer side where data flows back from a store. Its
+manifests, LATEST and the claim rule are the manifest owner's
+(:mod:`wanrl_s3.format.manifests`), as for the publisher.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError, VerificationError, VersionConflictError
-from ..fetch.chain import lineage, safe_lookup
+from ..errors import UsageError, VerificationError
 from ..fetch.subscriber import Snapshot, Subscriber
+from ..format.manifests import require_newer
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +49,15 @@ class ResumePoint:
 
 def resume_point(sub: Subscriber) -> ResumePoint | None:
     """Where the store behind ``sub`` stands (manifests only); None when it is empty."""
-    latest = sub.latest()
+    latest = sub.manifests.latest()
     if latest is None:
         return None
-    manifest = sub.manifest(latest.version)
+    chain = sub.manifests.chain(latest.version)
+    manifest = chain[-1]
     return ResumePoint(
         version=manifest.version,
         keyframe_version=manifest.keyframe_version or manifest.version,
-        since_keyframe=len(lineage(manifest, safe_lookup(sub.manifest))) - 1,
+        since_keyframe=len(chain) - 1,
         run_id=manifest.run_id,
         manifest_hash=manifest.digest,
     )
@@ -85,18 +88,15 @@ def resume(
             if base is not None:
                 raise UsageError(f"the store {publisher.store.url} has no versions yet to resume")
             return None
-        if publisher.signer is not None and sub.manifest(point.version).signature is None:
+        if publisher.signer is not None and sub.manifests.get(point.version).signature is None:
             log.info(
                 "v%d is not signed: the first signed publication goes out as a keyframe, "
                 "so that readers that require signatures never need an unsigned base",
                 point.version,
             )
             return point
-        if publishing is not None and point.version >= publishing:
-            raise VersionConflictError(
-                f"version {publishing} is not newer than the newest version (v{point.version}) "
-                f"at {publisher.store.url}; publish {point.version + 1} or later"
-            )
+        if publishing is not None:
+            require_newer(publishing, point.version, publisher.store.url)
         if base is not None and base.version != point.version:
             raise UsageError(
                 f"the local copy holds v{base.version} but the newest version is "

@@ -66,9 +66,9 @@ from ..errors import (
     VersionConflictError,
     WanrlError,
 )
-from ..fetch.chain import lineage, safe_lookup
 from ..format import layout
 from ..format.manifest import RUN_ID_RE, Manifest
+from ..format.manifests import Manifests
 from ..io.tensors import StateDict, iter_items
 from ..store import SYSTEM_CLOCK, Clock, ObjectStore
 from ..units import require_positive
@@ -250,11 +250,7 @@ class ShardedPublisher:
             return cfg.keyframe_every
         if base is not None and base.version == manifest.base_version:
             return base.since_keyframe + 1
-        return len(lineage(manifest, safe_lookup(self._manifest))) - 1  # this rank had no base
-
-    def _manifest(self, version: int) -> Manifest:
-        data = self._publisher.store.get_bytes(layout.manifest_key(version))
-        return Manifest.from_json(data, expect_version=version)
+        return len(Manifests(self._publisher.store).chain(manifest.version)) - 1  # no base here
 
     def _discard(self, records: Sequence[ShareRecord], stores: Sequence[ObjectStore]) -> None:
         """Remove the payload of ``records`` from ``stores`` (best effort; gc collects the rest)."""

@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NotFoundError, StoreError, WanrlError
-from ..format import latest as latest_pointer
-from ..format import layout
-from ..format.manifest import Manifest
+from ..format.manifests import Manifests
 from ..store import ObjectStore, RetryPolicy
 from ..units import MiB, require_positive
 from .config import RegionsConfig
@@ -80,12 +78,13 @@ def probe_region(
     name: str, store: ObjectStore, *, probe_bytes: int = 4 * MiB, samples: int = 3
 ) -> RegionProbe:
     """Measure one region's store (see the module docstring); never raises a WanrlError."""
+    manifests = Manifests(store)
     try:
         times_s: list[float] = []
         pointer = None
         for _ in range(samples):
             start = time.monotonic()
-            pointer = latest_pointer.read(store)
+            pointer = manifests.latest()
             times_s.append(time.monotonic() - start)
         latency_s = statistics.median(times_s)
         if pointer is None:
@@ -94,7 +93,7 @@ def probe_region(
     except WanrlError as exc:
         return RegionProbe(name, error=str(exc))
     try:
-        m = Manifest.from_json(store.get_bytes(layout.manifest_key(latest)), expect_version=latest)
+        m = manifests.get(latest)
         biggest = max(m.objects, key=lambda o: o.size, default=None)
         if biggest is None or biggest.size == 0:
             return RegionProbe(name, latency_s, None, latest, m.stored_bytes)

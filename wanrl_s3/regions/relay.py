@@ -17,6 +17,11 @@ its chain back to a keyframe (invariant 4). A relay that stops midway leaves
 payload objects no manifest references (the GC's to collect) and starts over
 where it stopped. Versions that are on no chain the newest one needs are not
 copied: workers only ever want the newest.
+
+The primary is read like any reader reads it (:mod:`wanrl_s3.format.manifests`):
+each manifest bounded and checked against the digest its LATEST or its
+successor pins, so an edited manifest is not relayed, and a LATEST that moves
+backwards is refused rather than followed.
 """
 
 from __future__ import annotations
@@ -35,11 +40,11 @@ from ..errors import (
     VersionConflictError,
     WanrlError,
 )
-from ..fetch.chain import lineage, safe_lookup
 from ..fetch.download import wait_all
 from ..format import latest, layout
 from ..format.manifest import Manifest
-from ..store import MIN_PART_BYTES, ObjectStore, get_or_none
+from ..format.manifests import Manifests, read_stored
+from ..store import MIN_PART_BYTES, ObjectStore
 from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
 
@@ -94,7 +99,8 @@ class Relay:
         self._pointer: latest.Latest | None = None  # and the pointer itself, signed or not
         self._synced: dict[str, int] = {}  # per replica: the version its LATEST was moved to
         self._present: dict[str, set[int]] = {name: set() for name in self.replicas}
-        self._manifests: dict[int, tuple[bytes, Manifest]] = {}
+        # the primary's manifests, verified and pinned from its LATEST down, kept as stored
+        self._manifests = Manifests(source, keep_bytes=True)
 
     @classmethod
     def from_regions(
@@ -134,7 +140,7 @@ class Relay:
         does not hold the others back, and the first failure is raised at the end.
         """
         try:
-            changed = latest.poll(self.source, self._etag)
+            changed = self._manifests.poll_latest(self._etag)
             if changed is not None:
                 self._pointer, self._etag = changed
                 self._target = self._pointer.version
@@ -160,7 +166,7 @@ class Relay:
         current, _ = latest.committed_version(replica)  # -1: absent or corrupt
         done = []
         if current < target:
-            chain = lineage(self._manifest(target), safe_lookup(self._manifest))
+            chain = self._manifests.chain(target)
             for m in chain:
                 if not self._has(name, replica, m.version):
                     done.append(self._copy_version(name, replica, m))
@@ -169,25 +175,18 @@ class Relay:
             log.info(
                 "%s: LATEST %s v%d", name, "moved to" if moved else "already at or past", target
             )
-            self._manifests = {v: self._manifests[v] for v in (m.version for m in chain)}
+            self._manifests.retain(m.version for m in chain)
         self._synced[name] = max(current, target)
         return done
 
     # -- one version -----------------------------------------------------------------
-    def _manifest(self, version: int) -> Manifest:
-        """The primary's manifest of ``version`` (its bytes are kept for the copy)."""
-        if version not in self._manifests:
-            data = self.source.get_bytes(layout.manifest_key(version))
-            self._manifests[version] = (data, Manifest.from_json(data, expect_version=version))
-        return self._manifests[version][1]
-
     def _has(self, name: str, replica: ObjectStore, version: int) -> bool:
         """Whether the replica holds the primary's manifest of ``version`` (another: conflict)."""
         if version not in self._present[name]:
-            blob = get_or_none(replica, layout.manifest_key(version))
-            if blob is None:
+            found = read_stored(replica, version)
+            if found is None:
                 return False
-            self._same_as_primary(replica, version, blob.data)
+            self._same_as_primary(replica, version, found)
             self._present[name].add(version)
         return True
 
@@ -226,16 +225,23 @@ class Relay:
         return done
 
     def _commit_manifest(self, replica: ObjectStore, version: int) -> None:
-        key = layout.manifest_key(version)
         try:
-            replica.put_bytes(key, self._manifests[version][0], if_none_match=True)
+            replica.put_bytes(
+                layout.manifest_key(version),
+                self._manifests.stored_bytes(version),
+                if_none_match=True,
+            )
         except PreconditionFailedError as exc:  # ours from an interrupted pass, or a conflict
-            self._same_as_primary(replica, version, replica.get_bytes(key), exc)
+            self._same_as_primary(replica, version, read_stored(replica, version), exc)
 
     def _same_as_primary(
-        self, replica: ObjectStore, version: int, found: bytes, cause: Exception | None = None
+        self,
+        replica: ObjectStore,
+        version: int,
+        found: bytes | None,
+        cause: Exception | None = None,
     ) -> None:
-        if found != self._manifests[version][0]:
+        if found != self._manifests.stored_bytes(version):
             raise VersionConflictError(
                 f"version {version} at {replica.url} is not the primary's: something else "
                 "published into this replica; the relay will not overwrite it"
