@@ -139,6 +139,8 @@ class Subscriber:
         # manifests get their own threads: a plan made while a download fills _pool
         # (the watcher's abandon check) must not queue behind its payload reads
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
+        # every manifest and LATEST this subscriber reads: bounded, pinned, cached, and LATEST
+        # never followed backwards (the manifest owner, wanrl_s3.format.manifests)
         self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
 
     def close(self) -> None:
