@@ -633,7 +633,8 @@ class Watcher:
             return now_s - self._invisible_since[1]
 
     def _count(self, n: int) -> None:
-        self._state.progress_bytes += n
+        with self._lock:  # called from every thread of the download pool at once
+            self._state.progress_bytes += n
 
     def _record(
         self,
