@@ -77,4 +77,4 @@ def test_bytes_reported_by_concurrent_download_threads_are_all_counted(
         w = Watcher(sub)
         w.poll_once()
         assert w.fetch_once()
-        assert w._state.progress_bytes == FIRST + OTHER
+        assert w._prefetch.progress.value == FIRST + OTHER
