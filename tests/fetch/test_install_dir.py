@@ -113,10 +113,12 @@ def test_an_altered_file_in_place_is_not_adopted_and_is_replaced_whole(tmp_path:
     assert result.version == 1 and result.path == (1,) and holds(out / "model.safetensors", state)
 
 
-def test_an_installer_is_started_before_use(tmp_path: Path) -> None:
+def test_misuse_is_refused_before_anything_is_written(tmp_path: Path) -> None:
     store = open_store(f"file://{tmp_path}/bucket")
     with Subscriber(store) as sub:
         installer = DirectoryInstaller(sub, tmp_path / "policy")
         with pytest.raises(UsageError, match="start the DirectoryInstaller"):
             installer.install()
-        assert not (tmp_path / "policy").exists()  # nothing written before start
+        with pytest.raises(UsageError, match="reuse_installed"):
+            DirectoryInstaller(sub, tmp_path / "policy", WatchConfig(reuse_installed=True))
+    assert not (tmp_path / "policy").exists()

@@ -125,14 +125,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
-    out_dir = Path(args.out_dir)
-    make_dir(out_dir, "--out-dir")
-    if args.share_dir:
-        make_dir(Path(args.share_dir), "--share-dir")
     if args.keep_versions is not None and not args.share_dir:
         raise UsageError("--keep-versions needs --share-dir (DIR/.versions keeps none)")
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
+    out_dir = Path(args.out_dir)
+    make_dir(out_dir, "--out-dir")  # before any request: a bad DIR costs no network time
+    if args.share_dir:
+        make_dir(Path(args.share_dir), "--share-dir")
     failover_config = (
         None
         if args.max_lag_versions is None
@@ -158,16 +158,7 @@ def run(args: argparse.Namespace) -> int:
         subscriber_from_args(args, store, concurrency=args.concurrency) as sub,
         DirectoryInstaller(sub, out_dir, config) as installer,
     ):
-        held = installer.found_version
-        log.info(
-            "%s watching %s%s; %s",
-            worker_id,
-            store.url,
-            f" (region {region})" if region else "",
-            "holding no version yet"
-            if held is None
-            else f"holding v{held} (found in {installer.path}, verified)",
-        )
+        _say_watching(worker_id, store, region, installer)
         failover = None
         if regions is not None and choice is not None and failover_config is not None:
             failover = _failover(
@@ -181,6 +172,21 @@ def run(args: argparse.Namespace) -> int:
                 failover.close()
     log.info("%s stopped", worker_id)
     return 0
+
+
+def _say_watching(
+    worker_id: str, store: ObjectStore, region: str, installer: DirectoryInstaller
+) -> None:
+    held = installer.found_version
+    log.info(
+        "%s watching %s%s; %s",
+        worker_id,
+        store.url,
+        f" (region {region})" if region else "",
+        "holding no version yet"
+        if held is None
+        else f"holding v{held} (found in {installer.path}, verified)",
+    )
 
 
 def _serve(

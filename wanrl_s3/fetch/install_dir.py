@@ -67,6 +67,11 @@ class DirectoryInstaller:
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         given = config or WatchConfig()
+        if given.reuse_installed:
+            raise UsageError(
+                "DirectoryInstaller installs files: drop reuse_installed (it is for an engine "
+                "that holds versions in memory)"
+            )
         self.directory = Path(directory)
         self.path = self.directory / MODEL_FILE
         self._private_stage = given.share_dir is None
