@@ -50,6 +50,7 @@ _LAZY: dict[str, str] = {
     "WatchConfig": ".fetch.watch",
     "Watcher": ".fetch.watch",
     "NodeShare": ".fetch.node_share",
+    "DirectoryInstaller": ".fetch.install_dir",
     "load_snapshot": ".fetch.files",
     "local_snapshot": ".fetch.files",
     "pull_to_file": ".fetch.files",
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from .cost.plan import Plan, PlanInputs, estimate
     from .cost.prices import load_prices
     from .fetch.files import load_snapshot, local_snapshot, pull_to_file
+    from .fetch.install_dir import DirectoryInstaller
     from .fetch.node_share import NodeShare
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
@@ -137,6 +139,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DELTA_MODES",
+    "DirectoryInstaller",
     "FetchCancelled",
     "InfeasiblePlanError",
     "InstallResult",

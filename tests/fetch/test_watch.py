@@ -123,11 +123,10 @@ def test_superseded_version_is_abandoned(tmp_path) -> None:
         w.poll_once()
         w._state.downloading = 1  # as if v1 were still downloading when v2 appears
         w._state.want = 1
-        w._etag = None
-        cancelled = threading.Event()
-        w._cancel = cancelled
+        w._poller.forget_etag()
+        assert not w._prefetch.cancel.is_set()
         assert w.poll_once().version == 2
-        assert cancelled.is_set()  # full v1 then full v2 costs more than full v2
+        assert w._prefetch.cancel.is_set()  # full v1 then full v2 costs more than full v2
         w._state.downloading = None
         assert w.fetch_once()
         assert w.install().version == 2

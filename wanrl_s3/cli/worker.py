@@ -38,7 +38,6 @@ import argparse
 import hashlib
 import logging
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -46,18 +45,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LocalIOError, StoreError, UsageError, WanrlError
-from ..fetch.files import RUN_ID_KEY, VERSION_KEY, local_snapshot
-from ..fetch.node_share import NodeShare
-from ..fetch.subscriber import Snapshot, Subscriber
+from ..errors import StoreError, UsageError
+from ..fetch.install_dir import DirectoryInstaller, make_dir
+from ..fetch.subscriber import Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
 from ..fleet.status import StatusReporter
 from ..format.layout import LATEST_KEY
 from ..io.malloc import return_big_buffers
-from ..io.safetensors_file import write_file
 from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
@@ -73,9 +69,6 @@ from .common import (
     subscriber_from_args,
 )
 
-MODEL_FILE = "model.safetensors"
-STAGE_DIR = ".versions"  # where versions are downloaded without --share-dir
-DIR_MODE = 0o755  # an inference server running as another user must read what we write
 log = logging.getLogger("wanrl_s3.worker")
 
 
@@ -130,117 +123,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.set_defaults(func=run)
 
 
-@dataclass
-class _Installer:
-    """Puts a verified version at DIR/model.safetensors, atomically, without copying it
-    when its staged file can be hard-linked (see the module's docstring)."""
-
-    out_dir: Path
-    watcher: Watcher
-    private_stage: bool  # DIR/.versions: only this worker uses it; staged names go once installed
-    said_copy: bool = False
-
-    def __call__(self, snap: Snapshot) -> None:
-        staged = self.watcher.staged_path(snap.version)
-        why_not = None if staged is None else _link_into_place(staged, self.out_dir / MODEL_FILE)
-        if staged is None or why_not is not None:
-            if why_not is not None and not self.said_copy:
-                log.warning("installing v%d by copy (said once): %s", snap.version, why_not)
-                self.said_copy = True
-            _write_file(self.out_dir, snap)  # a tensor resident at a time
-        if staged is not None and self.private_stage:
-            for name in (staged, staged.with_suffix(".lock")):
-                name.unlink(missing_ok=True)
-
-
-def _link_into_place(staged: Path, target: Path) -> str | None:
-    """Hard-link ``staged`` beside ``target`` and rename it over ``target``; None when done,
-    else why no link could be made (nothing changed then).
-
-    A file that is renamed over keeps its inode for whoever still maps it. ``staged``
-    is never written after its download verified, so the link is that verified file.
-    """
-    tmp = target.with_name(f".{target.name}.tmp-{secrets.token_hex(6)}")
-    try:
-        os.link(staged, tmp)
-    except OSError as exc:
-        return f"cannot hard-link {staged} into {target.parent}: {exc.strerror or exc}"
-    try:
-        os.replace(tmp, target)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
-    return None
-
-
-def _clean_stage(out_dir: Path, stage: Path, start: Snapshot | None) -> None:
-    """At start-up: what a killed worker left in DIR/.versions for versions it already
-    installed (or older), and temporary files beside model.safetensors."""
-    for leftover in out_dir.glob(f".{MODEL_FILE}.tmp-*"):
-        leftover.unlink(missing_ok=True)
-    if start is not None and stage.is_dir():
-        NodeShare(stage, keep_versions=1).prune(start.version + 1)
-
-
-def _tidy_stage(stage: Path) -> None:
-    """On the way out: DIR/.versions keeps only a staged version (the restart installs it
-    without downloading), and goes when it holds none."""
-    try:
-        for entry in stage.iterdir():
-            if entry.suffix == ".lock" or ".tmp-" in entry.name:
-                entry.unlink(missing_ok=True)
-        stage.rmdir()
-    except OSError:  # not empty (a staged version), or already gone
-        pass
-
-
-def _write_file(out_dir: Path, snap: Snapshot) -> None:
-    manifest = snap.manifest
-    if manifest is None:  # a Watcher's snapshots always carry their manifest
-        raise UsageError(f"version {snap.version} came without its manifest")
-    meta = {VERSION_KEY: str(snap.version), RUN_ID_KEY: manifest.run_id}
-    write_file(out_dir / MODEL_FILE, snap.tensors, meta)  # a tensor resident at a time
-
-
-def _make_dir(flag: str, path: Path) -> None:
-    """Create ``path`` (and its parents) if missing, readable by other users."""
-    if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag} {path} is not a directory")
-    if path.is_dir():
-        return
-    try:
-        path.mkdir(parents=True)
-        path.chmod(DIR_MODE)
-    except OSError as exc:
-        raise UsageError(f"cannot create {flag} {path}: {exc.strerror or exc}") from exc
-
-
-def _start_from(sub: Subscriber, path: Path) -> Snapshot | None:
-    """The version already in DIR, if it verifies; otherwise start from scratch."""
-    if not path.exists():
-        return None
-    try:
-        snap = local_snapshot(path, sub)  # a file of ours, or identified by its hashes
-        if snap is None:
-            log.info("%s holds no published version: starting from scratch", path)
-            return None
-        sub.verify_local(snap)
-        return snap
-    except WanrlError as exc:
-        log.warning("ignoring %s: %s", path, exc)
-        return None
-
-
 def run(args: argparse.Namespace) -> int:
     return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
-    out_dir = Path(args.out_dir)
-    _make_dir("--out-dir", out_dir)
-    if args.share_dir:
-        _make_dir("--share-dir", Path(args.share_dir))
     if args.keep_versions is not None and not args.share_dir:
         raise UsageError("--keep-versions needs --share-dir (DIR/.versions keeps none)")
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
+    out_dir = Path(args.out_dir)
+    make_dir(out_dir, "--out-dir")  # before any request: a bad DIR costs no network time
+    if args.share_dir:
+        make_dir(Path(args.share_dir), "--share-dir")
     failover_config = (
         None
         if args.max_lag_versions is None
@@ -257,51 +149,49 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
-        start = _start_from(sub, out_dir / MODEL_FILE)
-        # versions land in files (in --share-dir, else a folder of --out-dir), not in anonymous
-        # memory: a delta is applied from the old file into the new one, a tensor at a time
-        stage_dir = args.share_dir or str(out_dir / STAGE_DIR)
-        if not args.share_dir:
-            _clean_stage(out_dir, Path(stage_dir), start)
-        config = WatchConfig(
-            poll_interval_s=args.poll_interval_s,
-            share_dir=stage_dir,
-            keep_versions=(args.keep_versions or 3) if args.share_dir else 1,
-        )
-        with Watcher(sub, config, start_from=start) as watcher:
-            held = None if start is None else start.version
-            # the watcher holds it until the next install; a reference kept here would keep
-            # the file mapped (its blocks on disk) after model.safetensors is renamed over
-            del start
-            log.info(
-                "%s watching %s%s; %s",
-                worker_id,
-                store.url,
-                f" (region {region})" if region else "",
-                "holding no version yet"
-                if held is None
-                else f"holding v{held} (found in {out_dir / MODEL_FILE}, verified)",
+    config = WatchConfig(
+        poll_interval_s=args.poll_interval_s,
+        share_dir=args.share_dir,
+        keep_versions=args.keep_versions or 3,
+    )
+    with (
+        subscriber_from_args(args, store, concurrency=args.concurrency) as sub,
+        DirectoryInstaller(sub, out_dir, config) as installer,
+    ):
+        _say_watching(worker_id, store, region, installer)
+        failover = None
+        if regions is not None and choice is not None and failover_config is not None:
+            failover = _failover(
+                args, regions, choice, installer.watcher, reporter, failover_config
             )
-            failover = None
-            if regions is not None and choice is not None and failover_config is not None:
-                failover = _failover(args, regions, choice, watcher, reporter, failover_config)
-            try:
-                _serve(args, out_dir, watcher, reporter, failover, stop)
-            finally:
-                watcher.stop()
-                if failover is not None:
-                    failover.close()
-                if not args.share_dir:
-                    _tidy_stage(Path(stage_dir))
+        try:
+            _serve(args, installer, reporter, failover, stop)
+        finally:
+            installer.close()  # its watcher stops before the failover's subscribers close
+            if failover is not None:
+                failover.close()
     log.info("%s stopped", worker_id)
     return 0
 
 
+def _say_watching(
+    worker_id: str, store: ObjectStore, region: str, installer: DirectoryInstaller
+) -> None:
+    held = installer.found_version
+    log.info(
+        "%s watching %s%s; %s",
+        worker_id,
+        store.url,
+        f" (region {region})" if region else "",
+        "holding no version yet"
+        if held is None
+        else f"holding v{held} (found in {installer.path}, verified)",
+    )
+
+
 def _serve(
     args: argparse.Namespace,
-    out_dir: Path,
-    watcher: Watcher,
+    installer: DirectoryInstaller,
     reporter: StatusReporter,
     failover: RegionFailover | None,
     stop: threading.Event,
@@ -310,46 +200,32 @@ def _serve(
 
     Failures of the background work go into the status object as they happen
     (rate-limited by the reporter); one this loop cannot get past (a failed
-    install, a dead thread) is written there too, then raised: the process exits.
+    install, a dead thread, a directory that cannot be written) is written there
+    too, then raised: the process exits.
     """
     installs, doing = 0, "watching"
-    installer = _Installer(out_dir, watcher, private_stage=not args.share_dir)
     try:
         while not stop.is_set():
-            watcher.check_alive()
-            _check_stage(out_dir, watcher.failure)
+            installer.check()
             _report(reporter.heartbeat)
             if failover is not None:
                 failover.maybe_check()
-            _report_failures(reporter, watcher, failover)
-            if watcher.wait_ready(timeout_s=0.5) is None:
+            _report_failures(reporter, installer.watcher, failover)
+            ready = installer.wait_ready(timeout_s=0.5)
+            if ready is None:
                 continue
-            doing = f"installing v{watcher.ready_version}"
-            result = _install(watcher, out_dir, installer)
+            doing = f"installing v{ready}"
+            result = installer.install()
             doing = "watching"
             if result is None:
                 continue
             installs += 1
-            _after_install(args, out_dir, result, reporter)
+            _after_install(args, installer.path, result, reporter)
             if args.exit_after is not None and installs >= args.exit_after:
                 return
     except Exception as exc:
         _report(reporter.error, f"stopped while {doing}: {exc}")
         raise
-
-
-def _check_stage(out_dir: Path, failure: Failure | None) -> None:
-    """Exit 2 (raise) when versions cannot be staged: DIR is gone, or the disk is full,
-    read-only or not ours. Retrying unchanged cannot help, and nothing would install."""
-    if failure is None:
-        return
-    if not out_dir.is_dir():  # versions are staged inside it
-        raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {out_dir} is gone "
-                         f"({failure.message})")  # fmt: skip
-    cause = failure.cause
-    if isinstance(cause, LocalIOError):
-        raise LocalIOError(cause.errno, f"cannot stage a version for {out_dir / MODEL_FILE}: "
-                           f"{cause}") from cause  # fmt: skip
 
 
 def _report_failures(
@@ -364,16 +240,6 @@ def _report_failures(
         _report(reporter.failing, None)
     else:
         _report(reporter.failing, newest.message, newest.at_s)
-
-
-def _install(watcher: Watcher, out_dir: Path, installer: _Installer) -> InstallResult | None:
-    """Install the ready version into DIR; an OSError the writer let through is exit 2."""
-    try:
-        return watcher.install(sink=installer)
-    except WanrlError:
-        raise
-    except OSError as exc:
-        raise UsageError(f"cannot write {out_dir / MODEL_FILE}: {exc.strerror or exc}") from exc
 
 
 def _failover(
@@ -428,7 +294,7 @@ def _report(write: Callable[..., object], *args: object, **kwargs: object) -> No
 
 
 def _after_install(
-    args: argparse.Namespace, out_dir: Path, result: InstallResult, reporter: StatusReporter
+    args: argparse.Namespace, model_file: Path, result: InstallResult, reporter: StatusReporter
 ) -> None:
     log.info(
         "installed v%d: %s; %.2f s download + %.2f s verify + %.2f s write; "
@@ -445,7 +311,7 @@ def _after_install(
         env = {
             **os.environ,
             "WANRL_S3_VERSION": str(result.version),
-            "WANRL_S3_PATH": str(out_dir / MODEL_FILE),
+            "WANRL_S3_PATH": str(model_file),
         }
         # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
         done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602

@@ -1,10 +1,12 @@
-"""Retries for transient store failures, on an injectable clock.
+"""Retries for transient store failures, and the one backoff of the package, on an injectable clock.
 
 The s3 backend maps its library's connection resets, timeouts, throttling and
 5xx answers to :class:`~wanrl_s3.errors.TransientStoreError`; everything built on
 the store primitives retries those (and only those) here, with capped
-exponential backoff and full jitter. The clock is injectable so that retry and
-polling tests run on fake time.
+exponential backoff and full jitter. :class:`Backoff` computes those waits and
+every other wait after a failure (the watcher's polls, downloads and
+visibility checks), so there is one formula to read and test. The clock is
+injectable so that retry and polling tests run on fake time.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from ..errors import StoreError, TransientStoreError, UsageError
-from ..units import require_int
+from ..units import require_int, require_non_negative
 
 T = TypeVar("T")
+_MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float overflow
 
 
 class Clock(Protocol):
@@ -67,6 +70,47 @@ SYSTEM_CLOCK: Clock = SystemClock()
 
 
 @dataclass(frozen=True)
+class Backoff:
+    """Capped exponential waits with jitter.
+
+    The wait after ``n`` failures in a row is ``first_s * 2 ** (n - 1)``, capped
+    at ``cap_s``, times a factor drawn uniformly from ``[low, high]``. Jitter keeps
+    clients that failed together from retrying together: full jitter
+    (:meth:`full`, factors in [0, 1]) spreads a burst of retries over the whole
+    window, for the store's many concurrent requests; jitter around the wait
+    (:meth:`around`, [1 - f, 1 + f]) keeps a period roughly as configured while
+    a thousand workers drift out of step, for polls.
+    """
+
+    first_s: float
+    cap_s: float
+    low: float = 0.0
+    high: float = 1.0
+
+    def __post_init__(self) -> None:
+        require_non_negative("Backoff.first_s", self.first_s)
+        if not (self.cap_s >= self.first_s and 0 <= self.low <= self.high):
+            raise UsageError(
+                f"Backoff must satisfy first_s <= cap_s and 0 <= low <= high, got {self}"
+            )
+
+    @classmethod
+    def full(cls, first_s: float, cap_s: float) -> Backoff:
+        """Waits drawn from [0, the capped exponential wait] ("full jitter")."""
+        return cls(first_s, cap_s, 0.0, 1.0)
+
+    @classmethod
+    def around(cls, first_s: float, cap_s: float, fraction: float) -> Backoff:
+        """Waits within ``fraction`` of the capped exponential wait, either side."""
+        return cls(first_s, cap_s, 1.0 - fraction, 1.0 + fraction)
+
+    def wait_s(self, failures: int, rng: random.Random) -> float:
+        """The wait before the next try after ``failures`` failures in a row (0 counts as 1)."""
+        doublings = min(max(failures - 1, 0), _MAX_DOUBLINGS)
+        return min(self.cap_s, self.first_s * 2**doublings) * rng.uniform(self.low, self.high)
+
+
+@dataclass(frozen=True)
 class RetryPolicy:
     """How often and how patiently to retry a transient failure."""
 
@@ -81,10 +125,13 @@ class RetryPolicy:
         if self.base_delay_s < 0 or self.max_delay_s < self.base_delay_s:
             raise UsageError("RetryPolicy delays must satisfy 0 <= base_delay_s <= max_delay_s")
 
+    @property
+    def backoff(self) -> Backoff:
+        return Backoff.full(self.base_delay_s, self.max_delay_s)
+
     def delay_s(self, attempt: int) -> float:
         """Full-jitter backoff before retry number ``attempt`` (1-based)."""
-        cap = min(self.max_delay_s, self.base_delay_s * (2 ** (attempt - 1)))
-        return self.rng.uniform(0, cap)
+        return self.backoff.wait_s(attempt, self.rng)
 
     def call(self, fn: Callable[[], T], what: str) -> T:
         """Run ``fn``, retrying TransientStoreError; ``what`` names it in the final error."""
