@@ -4,8 +4,9 @@ Read from the HCL: origin access control, LATEST never cached, the key group
 trusted by every behaviour, the bucket readable only by the distribution (and
 only the run's versions and LATEST), Cloud CDN's signed URL key and its
 cache-fill agent limited to <prefix>/v/ (its IAM condition evaluated on the
-product's own keys). Then terraform itself: a `plan` of the example (bucket + CDN wired through the bucket's
-one policy) against a moto server standing in for STS, offline.
+product's own keys). Then terraform itself: a `plan` of the example (bucket
+and CDN wired through the bucket's one policy) against a moto server standing
+in for STS, offline.
 """
 
 from __future__ import annotations
