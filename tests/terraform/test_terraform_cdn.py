@@ -54,14 +54,28 @@ def distribution(cf: dict[str, list[Any]]) -> dict[str, Any]:
     return blocks(cf, "resource", "aws_cloudfront_distribution")["this"]
 
 
-def behaviours(cf: dict[str, list[Any]]) -> dict[str, dict[str, Any]]:
-    """path pattern (or "default") -> behaviour, with the locals resolved."""
+def behaviours(cf: dict[str, list[Any]]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """path pattern (or "default") -> (its cache policy's name, its settings), locals resolved."""
     local = locals_of(cf)
     dist = distribution(cf)
-    found = {"default": dist["default_cache_behavior"][0]}
-    for behaviour in dist["ordered_cache_behavior"]:
-        name = behaviour["path_pattern"].removeprefix("${local.").removesuffix("}")
-        found[local[name]] = behaviour
+    default = dist["default_cache_behavior"][0]
+    policy = re.fullmatch(
+        r'\$\{aws_cloudfront_cache_policy\.this\["(\w+)"\]\.id\}', default["cache_policy_id"]
+    )
+    assert policy, default["cache_policy_id"]
+    found = {"default": (policy.group(1), default)}
+    (dynamic,) = [
+        d["ordered_cache_behavior"] for d in dist["dynamic"] if "ordered_cache_behavior" in d
+    ]
+    assert dynamic["for_each"] == "${local.ordered_behaviours}"
+    (content,) = dynamic["content"]
+    assert content["path_pattern"] == "${ordered_cache_behavior.value.path}"
+    assert content["cache_policy_id"] == (
+        "${aws_cloudfront_cache_policy.this[ordered_cache_behavior.value.cache].id}"
+    )
+    for item in local["ordered_behaviours"]:
+        path = local[item["path"].removeprefix("${local.").removesuffix("}")]
+        found[path] = (item["cache"], content)
     return found
 
 
@@ -88,7 +102,7 @@ def test_every_behaviour_trusts_the_key_group_over_https_for_reads_only(
 ) -> None:
     found = behaviours(cf)
     assert set(found) == {"default", "/${var.prefix}/v/*", "/${var.prefix}/LATEST"}
-    for behaviour in found.values():
+    for _, behaviour in found.values():
         assert behaviour["trusted_key_groups"] == ["${aws_cloudfront_key_group.this.id}"]
         assert behaviour["viewer_protocol_policy"] == "https-only"
         assert behaviour["allowed_methods"] == ["GET", "HEAD"]
@@ -102,23 +116,21 @@ def test_every_behaviour_trusts_the_key_group_over_https_for_reads_only(
 
 
 def test_versions_are_cached_long_and_latest_never(cf: dict[str, list[Any]]) -> None:
-    policies = blocks(cf, "resource", "aws_cloudfront_cache_policy")
     found = behaviours(cf)
-    immutable = found["/${var.prefix}/v/*"]["cache_policy_id"]
-    assert immutable == "${aws_cloudfront_cache_policy.immutable.id}"
-    for name in ("/${var.prefix}/LATEST", "default"):
-        assert found[name]["cache_policy_id"] == "${aws_cloudfront_cache_policy.uncached.id}"
-    uncached = policies["uncached"]
-    assert (uncached["min_ttl"], uncached["default_ttl"], uncached["max_ttl"]) == (0, 0, 0)
+    assert found["/${var.prefix}/v/*"][0] == "immutable"
+    assert found["/${var.prefix}/LATEST"][0] == found["default"][0] == "uncached"
+    ttls = locals_of(cf)["cache_policies"]
+    assert (ttls["uncached"]["default_ttl"], ttls["uncached"]["max_ttl"]) == (0, 0)
+    assert ttls["immutable"]["default_ttl"] == "${var.immutable_default_ttl_s}"
     variables = {k: v for item in cf["variable"] for k, v in item.items()}
-    assert policies["immutable"]["default_ttl"] == "${var.immutable_default_ttl_s}"
     assert variables["immutable_default_ttl_s"]["default"] >= 86400 * 365
-    for policy in policies.values():
-        (key,) = policy["parameters_in_cache_key_and_forwarded_to_origin"]
-        # Signing parameters (query or cookies) must neither split the cache nor reach S3.
-        assert key["query_strings_config"] == [{"query_string_behavior": "none"}]
-        assert key["cookies_config"] == [{"cookie_behavior": "none"}]
-        assert key["headers_config"] == [{"header_behavior": "none"}]
+    policy = blocks(cf, "resource", "aws_cloudfront_cache_policy")["this"]
+    assert policy["for_each"] == "${local.cache_policies}" and policy["min_ttl"] == 0
+    (key,) = policy["parameters_in_cache_key_and_forwarded_to_origin"]
+    # Signing parameters (query or cookies) must neither split the cache nor reach S3.
+    assert key["query_strings_config"] == [{"query_string_behavior": "none"}]
+    assert key["cookies_config"] == [{"cookie_behavior": "none"}]
+    assert key["headers_config"] == [{"header_behavior": "none"}]
 
 
 def test_only_the_distribution_may_read_and_only_versions_and_latest(
@@ -291,8 +303,8 @@ def test_the_example_plans_with_the_bucket_and_the_cdn_wired(
     dist = example_plan["module.cdn.aws_cloudfront_distribution.this"]
     patterns = [b["path_pattern"] for b in dist["ordered_cache_behavior"]]
     assert patterns == [f"/{PREFIX}/v/*", f"/{PREFIX}/LATEST"]
-    immutable = example_plan["module.cdn.aws_cloudfront_cache_policy.immutable"]
-    uncached = example_plan["module.cdn.aws_cloudfront_cache_policy.uncached"]
+    immutable = example_plan['module.cdn.aws_cloudfront_cache_policy.this["immutable"]']
+    uncached = example_plan['module.cdn.aws_cloudfront_cache_policy.this["uncached"]']
     assert immutable["default_ttl"] == immutable["max_ttl"] == 31536000
     assert uncached["max_ttl"] == 0
     key = example_plan['module.cdn.aws_cloudfront_public_key.this["primary"]']

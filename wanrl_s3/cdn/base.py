@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from ..errors import SigningKeyError, UsageError
 from ..units import require_int, require_positive
-from .grant import CdnGrant, check_base_url, check_scope
+from .grant import CdnGrant, check_base_url, check_scope, plain_http_url
 
 Clock = Callable[[], float]
 MAX_KEY_FILE_BYTES = 64 * 1024  # PEM keys and base64 secrets are a few KiB at most
@@ -58,21 +58,12 @@ class CdnSigner(ABC):
 
 def check_object_url(url: str, reserved: tuple[str, ...]) -> str:
     """An absolute http(s) ASCII URL without a fragment and without the signer's own parameters."""
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.netloc
-        or parts.fragment
-        or url.endswith("?")
-        or not url.isascii()
-        or any(c.isspace() for c in url)
-    ):
+    if not plain_http_url(url) or url.endswith("?"):
         raise UsageError(
             f"cannot sign {url!r}: it must be an absolute http(s) URL, percent-encoded, "
             "without a fragment"
         )
-    taken = sorted({name for name, _ in parse_qsl(parts.query)} & set(reserved))
+    taken = sorted({name for name, _ in parse_qsl(urlsplit(url).query)} & set(reserved))
     if taken:
         raise UsageError(f"cannot sign {url!r}: it already carries {', '.join(taken)}")
     return url

@@ -35,19 +35,17 @@ _HEADER_NAME = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 _FIELDS = ("provider", "base_url", "scope", "expires_at_s", "query", "headers")
 
 
+def plain_http_url(url: object) -> bool:
+    """An absolute http(s) URL with a host, in ASCII, without spaces or a fragment."""
+    if not isinstance(url, str) or not url.isascii() or any(c.isspace() for c in url):
+        return False
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc) and not parts.fragment
+
+
 def check_base_url(url: str, what: str = "base_url") -> str:
     """An http(s) URL with a host, no query, no fragment and no trailing '/'."""
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.netloc
-        or parts.query
-        or parts.fragment
-        or url.endswith("/")
-        or not url.isascii()
-        or any(c.isspace() for c in url)
-    ):
+    if not plain_http_url(url) or urlsplit(url).query or url.endswith(("/", "?")):
         raise UsageError(
             f"{what} must be an http(s) URL of the run prefix without a query or a trailing "
             f"'/', e.g. https://d111111abcdef8.cloudfront.net/runs/exp-42; got {url!r}"

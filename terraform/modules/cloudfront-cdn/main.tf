@@ -23,6 +23,24 @@ locals {
   readable_keys   = ["${var.bucket_arn}/${var.prefix}/v/*", "${var.bucket_arn}/${var.prefix}/LATEST"]
   custom_cert     = var.acm_certificate_arn != null
   key_group_items = [for key in aws_cloudfront_public_key.this : key.id]
+
+  # Only <prefix>/v/* is cached; LATEST and everything else never are.
+  cache_policies = {
+    immutable = {
+      comment     = "wanrl-s3 <prefix>/v/*: immutable manifests and payload"
+      default_ttl = var.immutable_default_ttl_s
+      max_ttl     = var.immutable_max_ttl_s
+    }
+    uncached = {
+      comment     = "wanrl-s3 LATEST and everything else: never cached"
+      default_ttl = 0
+      max_ttl     = 0
+    }
+  }
+  ordered_behaviours = [
+    { path = local.versions_path, cache = "immutable" },
+    { path = local.latest_path, cache = "uncached" },
+  ]
 }
 
 resource "aws_cloudfront_origin_access_control" "this" {
@@ -47,35 +65,14 @@ resource "aws_cloudfront_key_group" "this" {
   items   = local.key_group_items
 }
 
-resource "aws_cloudfront_cache_policy" "immutable" {
-  name        = "${var.name}-immutable"
-  comment     = "wanrl-s3 <prefix>/v/*: immutable manifests and payload"
+resource "aws_cloudfront_cache_policy" "this" {
+  for_each = local.cache_policies
+
+  name        = "${var.name}-${each.key}"
+  comment     = each.value.comment
   min_ttl     = 0
-  default_ttl = var.immutable_default_ttl_s
-  max_ttl     = var.immutable_max_ttl_s
-
-  parameters_in_cache_key_and_forwarded_to_origin {
-    enable_accept_encoding_brotli = false
-    enable_accept_encoding_gzip   = false
-
-    cookies_config {
-      cookie_behavior = "none"
-    }
-    headers_config {
-      header_behavior = "none"
-    }
-    query_strings_config {
-      query_string_behavior = "none"
-    }
-  }
-}
-
-resource "aws_cloudfront_cache_policy" "uncached" {
-  name        = "${var.name}-uncached"
-  comment     = "wanrl-s3 LATEST and everything else: never cached"
-  min_ttl     = 0
-  default_ttl = 0
-  max_ttl     = 0
+  default_ttl = each.value.default_ttl
+  max_ttl     = each.value.max_ttl
 
   parameters_in_cache_key_and_forwarded_to_origin {
     enable_accept_encoding_brotli = false
@@ -134,28 +131,19 @@ resource "aws_cloudfront_distribution" "this" {
     origin_access_control_id = aws_cloudfront_origin_access_control.this.id
   }
 
-  ordered_cache_behavior {
-    path_pattern               = local.versions_path
-    target_origin_id           = local.origin_id
-    allowed_methods            = ["GET", "HEAD"]
-    cached_methods             = ["GET", "HEAD"]
-    viewer_protocol_policy     = "https-only"
-    compress                   = false
-    cache_policy_id            = aws_cloudfront_cache_policy.immutable.id
-    response_headers_policy_id = aws_cloudfront_response_headers_policy.this.id
-    trusted_key_groups         = [aws_cloudfront_key_group.this.id]
-  }
-
-  ordered_cache_behavior {
-    path_pattern               = local.latest_path
-    target_origin_id           = local.origin_id
-    allowed_methods            = ["GET", "HEAD"]
-    cached_methods             = ["GET", "HEAD"]
-    viewer_protocol_policy     = "https-only"
-    compress                   = false
-    cache_policy_id            = aws_cloudfront_cache_policy.uncached.id
-    response_headers_policy_id = aws_cloudfront_response_headers_policy.this.id
-    trusted_key_groups         = [aws_cloudfront_key_group.this.id]
+  dynamic "ordered_cache_behavior" {
+    for_each = local.ordered_behaviours
+    content {
+      path_pattern               = ordered_cache_behavior.value.path
+      target_origin_id           = local.origin_id
+      allowed_methods            = ["GET", "HEAD"]
+      cached_methods             = ["GET", "HEAD"]
+      viewer_protocol_policy     = "https-only"
+      compress                   = false
+      cache_policy_id            = aws_cloudfront_cache_policy.this[ordered_cache_behavior.value.cache].id
+      response_headers_policy_id = aws_cloudfront_response_headers_policy.this.id
+      trusted_key_groups         = [aws_cloudfront_key_group.this.id]
+    }
   }
 
   default_cache_behavior {
@@ -164,7 +152,7 @@ resource "aws_cloudfront_distribution" "this" {
     cached_methods             = ["GET", "HEAD"]
     viewer_protocol_policy     = "https-only"
     compress                   = false
-    cache_policy_id            = aws_cloudfront_cache_policy.uncached.id
+    cache_policy_id            = aws_cloudfront_cache_policy.this["uncached"].id
     response_headers_policy_id = aws_cloudfront_response_headers_policy.this.id
     trusted_key_groups         = [aws_cloudfront_key_group.this.id]
   }
