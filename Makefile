@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 # Two stamps, so that `make demo` installs only what the demo needs:
 #   BASE: torch (CPU) and the dev extra (moto, matplotlib, pytest...): the demo runs on it;
-#   FULL: BASE plus the verl extra, checkov and Azurite (about 2 GB): what `make test` needs.
+#   FULL: BASE plus the verl extra, checkov, Azurite and nginx (about 2 GB): what `make test` needs.
 BASE   := $(VENV)/.installed-base
 FULL   := $(VENV)/.installed-full
 PIP    := $(BIN)/pip install -q --disable-pip-version-check
@@ -24,10 +24,11 @@ $(BASE): pyproject.toml requirements/constraints.txt
 	$(PIP) -c requirements/constraints.txt -e '.[dev]'
 	touch $(BASE)
 
-$(FULL): $(BASE)
+$(FULL): $(BASE) scripts/install-nginx.sh
 	$(PIP) -c requirements/constraints.txt -e '.[dev,verl]'
 	scripts/install-checkov.sh
 	scripts/install-azurite.sh
+	scripts/install-nginx.sh
 	touch $(FULL)
 
 demo: $(BASE)

@@ -22,6 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC_MODULES = (
     "wanrl_s3",
+    "wanrl_s3.cdn",
     "wanrl_s3.codec",
     "wanrl_s3.cost",
     "wanrl_s3.errors",
@@ -167,6 +168,7 @@ CHEAP_IMPORTS = {
     "wanrl_s3.cost": HEAVY,
     "wanrl_s3.store": ("boto3", "botocore", "torch", "numpy"),
     "wanrl_s3.codec": ("boto3", "botocore", "torch"),
+    "wanrl_s3.cdn": ("boto3", "botocore", "torch", "numpy", "cryptography"),
 }
 
 

@@ -36,6 +36,14 @@ class UsageError(WanrlError, ValueError):
     exit_code = 2
 
 
+class SigningKeyError(UsageError):
+    """A signing key that cannot be used: unreadable, malformed, or of the wrong kind.
+
+    Raised where the key is loaded, before anything is signed or fetched, with a
+    message that names the key (its flag or file) and how to make a right one.
+    """
+
+
 class NotFoundError(WanrlError, FileNotFoundError):
     """A version, object or file that was asked for does not exist."""
 
@@ -142,6 +150,7 @@ __all__ = [
     "NotFoundError",
     "PreconditionFailedError",
     "SignatureError",
+    "SigningKeyError",
     "StoreError",
     "TransientStoreError",
     "UsageError",

@@ -98,6 +98,8 @@ def test_checkov_scanned_every_module(checkov_report: dict[str, Any]) -> None:
         "gcs-iam",
         "azure-snapshot-container",
         "azure-iam",
+        "cloudfront-cdn",
+        "gcs-cloud-cdn",
     }
 
 

@@ -36,7 +36,12 @@ CLOUD_DIRS = [
     MODULES / "azure-iam",
     MODULES / "azure-iam" / "policy",
 ]
-ALL_DIRS = [BUCKET, REPLICATION, IAM, EXAMPLE_DIR, *CLOUD_DIRS]
+CDN_DIRS = [
+    MODULES / "cloudfront-cdn",
+    MODULES / "gcs-cloud-cdn",
+    TERRAFORM_DIR / "examples" / "cloudfront-cdn",
+]
+ALL_DIRS = [BUCKET, REPLICATION, IAM, EXAMPLE_DIR, *CLOUD_DIRS, *CDN_DIRS]
 
 
 def rel(path: Path) -> str:

@@ -8,6 +8,7 @@
   takes real Adam steps (:class:`AdamConfig`).
 - :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
+- :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin.
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .cdn_edge import CdnEdge, local_cdn_edge
 from .clouds import (
     azurite_connection_string_parts,
     local_azure,
@@ -52,6 +54,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "CREDENTIALS",
     "AdamConfig",
+    "CdnEdge",
     "Fault",
     "FaultProxy",
     "LlamaDims",
@@ -63,6 +66,7 @@ __all__ = [
     "free_port",
     "llama_like_layout",
     "local_azure",
+    "local_cdn_edge",
     "local_gcs",
     "local_s3",
     "make_azure_container",

@@ -120,6 +120,9 @@ resource "aws_s3_bucket_lifecycle_configuration" "this" {
 }
 
 data "aws_iam_policy_document" "bucket" {
+  # Statements other modules need in the bucket's one policy (the CDN's read).
+  source_policy_documents = var.source_policy_documents
+
   statement {
     sid     = "DenyInsecureTransport"
     effect  = "Deny"

@@ -8,6 +8,11 @@ output "bucket_arn" {
   value       = aws_s3_bucket.this.arn
 }
 
+output "bucket_regional_domain_name" {
+  description = "Regional domain name of the bucket (<bucket>.s3.<region>.amazonaws.com), the origin a CDN reads."
+  value       = aws_s3_bucket.this.bucket_regional_domain_name
+}
+
 output "region" {
   description = "AWS region the bucket lives in (that of the provider passed to the module)."
   value       = data.aws_region.current.name

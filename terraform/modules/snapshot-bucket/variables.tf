@@ -69,6 +69,12 @@ variable "delete_principal_arns" {
   default     = []
 }
 
+variable "source_policy_documents" {
+  description = "Policy documents (JSON) merged into the bucket policy, such as modules/cloudfront-cdn's bucket_policy_json, which lets only that distribution read the run's versions and LATEST. A bucket has one policy, so statements from elsewhere come in here."
+  type        = list(string)
+  default     = []
+}
+
 variable "force_destroy" {
   description = "Let `terraform destroy` delete a bucket that still holds objects. Leave false for real runs."
   type        = bool
