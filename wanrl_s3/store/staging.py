@@ -12,6 +12,8 @@ are the store's own, hidden from :meth:`ObjectStore.list` like ``file://``'s.
 
 from __future__ import annotations
 
+import abc
+import builtins
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
@@ -37,11 +39,14 @@ def is_internal(key: str) -> bool:
 class MarkedUploads(ObjectStore):
     """``_mpu_create`` and ``_mpu_list`` from marker objects; the backend joins parts.
 
-    A backend overrides ``_list_all`` (every object, markers included) instead of
+    A backend implements ``_list_all`` (every object, markers included) instead of
     ``_list``, ``_delete_one`` instead of ``_delete`` (neither service deletes in
-    batches through its SDK's plain API), and ``_discard_parts`` to drop what an
-    aborted upload staged. Keys live under ``prefix`` in a bucket or container.
+    batches through its SDK's plain API), ``_mpu_put`` and ``_mpu_complete``, and
+    ``_discard_parts`` to drop what an aborted upload staged. Keys live under
+    ``prefix`` in a bucket or container.
     """
+
+    supports_multipart = True
 
     def __init__(self, container: str, prefix: str, scheme: str, retry: RetryPolicy | None) -> None:
         super().__init__(retry)
@@ -57,8 +62,25 @@ class MarkedUploads(ObjectStore):
     def _rel(self, name: str) -> str:
         return name[len(self.prefix) + 1 :] if self.prefix else name
 
+    @abc.abstractmethod
     def _delete_one(self, key: str) -> None:
-        raise NotImplementedError
+        """Delete one key; NotFoundError (ignored) if it is absent."""
+
+    @abc.abstractmethod
+    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, this class's own included."""
+
+    @abc.abstractmethod
+    def _discard_parts(self, key: str, upload_id: str) -> None:
+        """Drop what an upload staged (its marker is the caller's)."""
+
+    @abc.abstractmethod
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+        """Stage one part of the upload; what the completion needs to name it."""
+
+    @abc.abstractmethod
+    def _mpu_complete(self, key: str, upload_id: str, parts: builtins.list[tuple[int, str]]) -> str:
+        """Join the staged parts into ``key`` and remove the marker; the object's ETag."""
 
     def _delete(self, keys: list[str]) -> None:
         for key in keys:
@@ -74,12 +96,6 @@ class MarkedUploads(ObjectStore):
             if sink.done == 0:
                 raise
         return sink.done  # the caller resumes after the last byte
-
-    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
-        raise NotImplementedError
-
-    def _discard_parts(self, key: str, upload_id: str) -> None:
-        raise NotImplementedError
 
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         return (o for o in self._list_all(prefix) if not is_internal(o.key))
