@@ -13,7 +13,6 @@ from .registry import (
 )
 from .retry import SYSTEM_CLOCK, Clock, FakeClock, RetryPolicy, SystemClock
 from .spec import (
-    MAX_DELETE_KEYS,
     MIN_PART_BYTES,
     Blob,
     ObjectInfo,
@@ -26,7 +25,6 @@ from .spec import (
 )
 
 __all__ = [
-    "MAX_DELETE_KEYS",
     "MIN_PART_BYTES",
     "SYSTEM_CLOCK",
     "Blob",

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import MarkedUploads, marker_key, timestamp_s
+from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
 T = TypeVar("T")
 _OCTETS = ContentSettings(content_type="application/octet-stream")
@@ -148,6 +148,8 @@ class AzureBlobStore(MarkedUploads):
         except (ax.ServiceRequestError, ax.ServiceResponseError, ConnectionError) as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except ax.HttpResponseError as exc:
+            if exc.status_code == 416:
+                raise PastTheEnd(f"{where}: the object ends before the range") from exc
             if exc.status_code in _TRANSIENT_STATUS:
                 raise TransientStoreError(f"{where}: {exc.status_code}") from exc
             raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc

@@ -39,7 +39,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import UPLOADS_PREFIX, MarkedUploads, timestamp_s
+from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
 T = TypeVar("T")
 _COMPOSE_MAX = 32  # GCS's limit of source objects per compose request
@@ -136,6 +136,8 @@ class GcsStore(MarkedUploads):
             raise NotFoundError(f"{where}: not found") from exc
         except gx.PreconditionFailed as exc:
             raise PreconditionFailedError(f"{where}: precondition failed") from exc
+        except gx.RequestRangeNotSatisfiable as exc:
+            raise PastTheEnd(f"{where}: the object ends before the range") from exc
         except RETRYABLE_EXCEPTIONS as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except google.auth.exceptions.GoogleAuthError as exc:

@@ -56,8 +56,6 @@ from .retry import RetryPolicy
 from .writer import MIN_PART_BYTES, ObjectWriter
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
-#: The most keys one ``_delete`` call is given: S3's DeleteObjects takes no more.
-MAX_DELETE_KEYS = 1000
 _OPTIONAL_PRIMITIVES = {
     "supports_multipart": ("_mpu_create", "_mpu_put", "_mpu_complete", "_mpu_abort", "_mpu_list"),
     "supports_server_side_copy": ("_copy",),
@@ -127,6 +125,9 @@ class ObjectStore(abc.ABC):
     supports_server_side_copy: ClassVar[bool] = False
     #: ``_copy_from`` copies from another store of the same service inside it.
     supports_copy_from: ClassVar[bool] = False
+    #: The most keys one ``_delete`` call is given: S3's DeleteObjects takes 1,000; a
+    #: backend whose service takes fewer in one request lowers it.
+    max_delete_keys: ClassVar[int] = 1000
 
     def __init__(self, retry: RetryPolicy | None = None) -> None:
         self.retry = retry or RetryPolicy()
@@ -204,7 +205,7 @@ class ObjectStore(abc.ABC):
 
     @abc.abstractmethod
     def _delete(self, keys: builtins.list[str]) -> None:
-        """Delete at most ``MAX_DELETE_KEYS`` keys; absent keys are not an error."""
+        """Delete at most ``max_delete_keys`` keys; absent keys are not an error."""
 
     # -- optional primitives, announced by the capability flags ------------------
     def _mpu_create(self, key: str) -> str:
@@ -357,8 +358,8 @@ class ObjectStore(abc.ABC):
         """
         for key in keys:
             check_key(key)
-        for start in range(0, len(keys), MAX_DELETE_KEYS):
-            batch = keys[start : start + MAX_DELETE_KEYS]
+        for start in range(0, len(keys), self.max_delete_keys):
+            batch = keys[start : start + self.max_delete_keys]
             self.retry.call(functools.partial(self._delete, batch), f"DELETE {len(batch)} objects")
 
     def copy(self, src_key: str, dst_key: str) -> None:
@@ -472,7 +473,6 @@ def get_or_none(store: ObjectStore, key: str) -> Blob | None:
 
 
 __all__ = [
-    "MAX_DELETE_KEYS",
     "MIN_PART_BYTES",
     "Blob",
     "ObjectInfo",

@@ -17,14 +17,20 @@ import builtins
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import NotFoundError, TransientStoreError, UsageError
+from ..errors import NotFoundError, StoreError, TransientStoreError, UsageError
 from .retry import RetryPolicy
 from .sink import BufferSink
 from .spec import ObjectInfo, ObjectStore, PendingUpload
 
 UPLOADS_PREFIX = ".uploads/"
+_DELETE_THREADS = 16  # below the SDK clients' connection pools (32)
+
+
+class PastTheEnd(StoreError):
+    """A ranged read starts at or after the object's end (HTTP 416)."""
 
 
 def marker_key(upload_id: str) -> str:
@@ -83,15 +89,30 @@ class MarkedUploads(ObjectStore):
         """Join the staged parts into ``key`` and remove the marker; the object's ETag."""
 
     def _delete(self, keys: list[str]) -> None:
-        for key in keys:
-            with contextlib.suppress(NotFoundError):
-                self._delete_one(key)
+        """One request per key, ``_DELETE_THREADS`` at a time: a version's payload is many keys."""
+        if len(keys) <= 1:
+            for key in keys:
+                self._delete_absent_ok(key)
+            return
+        with ThreadPoolExecutor(min(_DELETE_THREADS, len(keys)), "wanrl-delete") as pool:
+            for _ in pool.map(self._delete_absent_ok, keys):
+                pass  # raises the first failure; the caller's retry deletes the batch again
+
+    def _delete_absent_ok(self, key: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._delete_one(key)
 
     def _sink_read(self, what: str, buf: memoryview, fill: Callable[[BufferSink], object]) -> int:
-        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived."""
+        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived.
+
+        A range past the end (``fill`` raises :class:`PastTheEnd`) reads nothing:
+        the caller then asks how long the object really is.
+        """
         sink = BufferSink(buf)
         try:
             fill(sink)
+        except PastTheEnd:
+            return 0
         except TransientStoreError:
             if sink.done == 0:
                 raise
