@@ -145,7 +145,7 @@ class ObjectStore(abc.ABC):
             if not getattr(cls, flag) and len(inherited) < len(names):
                 raise TypeError(
                     f"{cls.__name__} implements {', '.join(sorted(set(names) - set(inherited)))} "
-                    f"but does not declare {flag} = True, so nothing would call it"
+                    f"but does not declare {flag} = True: a flag and its primitives go together"
                 )
 
     @classmethod
