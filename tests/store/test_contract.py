@@ -1,7 +1,8 @@
 """One contract, every backend: memory://, file:// and s3:// (moto over HTTP).
 
 The contract itself lives in :mod:`wanrl_s3.testing` so that third-party backends
-run the same suite; here each of ours subclasses it.
+run the same suite; here each of ours subclasses it. gs:// and az:// run it
+against their emulators in ``test_contract_clouds.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,14 @@ class TestLocalStore(StoreContract):
 
 
 class TestS3Store(StoreContract):
+    """moto, until a real S3 server runs the suite too."""
+
     @pytest.fixture
     def store(self, moto_endpoint: str) -> ObjectStore:
         bucket = make_bucket(moto_endpoint)
         return open_store(f"s3://{bucket}/runs/test", endpoint_url=moto_endpoint)
+
+    @pytest.fixture
+    def other_store(self, moto_endpoint: str) -> ObjectStore:
+        bucket = make_bucket(moto_endpoint)
+        return open_store(f"s3://{bucket}/other/prefix", endpoint_url=moto_endpoint)

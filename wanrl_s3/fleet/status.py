@@ -265,7 +265,7 @@ def read_statuses(store: ObjectStore, *, worker_prefix: str = "") -> list[Worker
     """
     keys = [
         info.key
-        for info in store.list(f"{layout.WORKERS_DIR}/{worker_prefix}")
+        for info in store.list(layout.WORKERS_DIR, name_prefix=worker_prefix)
         if info.key.endswith(".json")
     ]
     workers = min(READ_THREADS, max(1, len(keys)))

@@ -1,6 +1,16 @@
-"""Object stores: one small protocol, with s3://, file:// and memory:// implementations."""
+"""Object stores: one small protocol (an ABC), with s3://, gs://, az://, file:// and memory://.
 
-from .registry import get_store_class, known_implementations, open_store, register_implementation
+For backend authors: subclass :class:`ObjectStore`, register the scheme with
+:func:`register_implementation`, and run :class:`wanrl_s3.testing.StoreContract`.
+"""
+
+from .registry import (
+    accepted_options,
+    get_store_class,
+    known_implementations,
+    open_store,
+    register_implementation,
+)
 from .retry import SYSTEM_CLOCK, Clock, FakeClock, RetryPolicy, SystemClock
 from .spec import (
     MIN_PART_BYTES,
@@ -26,6 +36,7 @@ __all__ = [
     "PendingUpload",
     "RetryPolicy",
     "SystemClock",
+    "accepted_options",
     "check_key",
     "compare_and_swap",
     "get_or_none",

@@ -20,7 +20,8 @@ from __future__ import annotations
 import base64
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 import azure.core.exceptions as ax
 from azure.core import MatchConditions
@@ -35,7 +36,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import MarkedUploads, marker_key, timestamp_s
+from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
 T = TypeVar("T")
 _OCTETS = ContentSettings(content_type="application/octet-stream")
@@ -51,6 +52,8 @@ def _block_id(upload_id: str, number: int) -> str:
 
 class AzureBlobStore(MarkedUploads):
     protocol = "az"
+    supports_server_side_copy = True
+    supports_copy_from = True
 
     def __init__(
         self,
@@ -72,6 +75,18 @@ class AzureBlobStore(MarkedUploads):
         self.account = self.account or service.account_name
         self._service = service
         self._container = service.get_container_client(container)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """``az://CONTAINER[@ACCOUNT][/PREFIX]`` as adlfs writes it (or ``abfs://``).
+
+        The account may be a host name (``ACCOUNT.blob.core.windows.net``); one
+        in the URL wins over an ``account`` option.
+        """
+        parts = urlsplit(url)
+        container, _, account = parts.netloc.partition("@")
+        options["account"] = account.split(".", 1)[0] or options.get("account")
+        return cls(container, parts.path, **options)
 
     def _make_service(self, max_connections: int, read_timeout_s: float) -> Any:
         options: dict[str, Any] = {
@@ -133,6 +148,8 @@ class AzureBlobStore(MarkedUploads):
         except (ax.ServiceRequestError, ax.ServiceResponseError, ConnectionError) as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except ax.HttpResponseError as exc:
+            if exc.status_code == 416:
+                raise PastTheEnd(f"{where}: the object ends before the range") from exc
             if exc.status_code in _TRANSIENT_STATUS:
                 raise TransientStoreError(f"{where}: {exc.status_code}") from exc
             raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc

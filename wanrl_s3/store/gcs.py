@@ -20,7 +20,7 @@ from __future__ import annotations
 import http.client
 import os
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 from urllib.parse import urlsplit
 
 import google.api_core.exceptions as gx
@@ -39,7 +39,7 @@ from ..errors import (
 )
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
-from .staging import UPLOADS_PREFIX, MarkedUploads, timestamp_s
+from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
 T = TypeVar("T")
 _COMPOSE_MAX = 32  # GCS's limit of source objects per compose request
@@ -70,6 +70,8 @@ def _generation(etag: str, where: str) -> int:
 
 class GcsStore(MarkedUploads):
     protocol = "gs"
+    supports_server_side_copy = True
+    supports_copy_from = True
 
     def __init__(
         self,
@@ -89,6 +91,12 @@ class GcsStore(MarkedUploads):
         self._timeout = (10.0, read_timeout_s)
         self._client = client or self._make_client(project, max_connections)
         self._bucket = self._client.bucket(bucket)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """``gs://BUCKET[/PREFIX]`` (or ``gcs://``); ``options`` are the constructor's."""
+        parts = urlsplit(url)
+        return cls(parts.netloc, parts.path, **options)
 
     def _make_client(self, project: str | None, max_connections: int) -> Any:
         """ADC for Google's endpoint; anonymous for an emulator on this machine."""
@@ -128,6 +136,8 @@ class GcsStore(MarkedUploads):
             raise NotFoundError(f"{where}: not found") from exc
         except gx.PreconditionFailed as exc:
             raise PreconditionFailedError(f"{where}: precondition failed") from exc
+        except gx.RequestRangeNotSatisfiable as exc:
+            raise PastTheEnd(f"{where}: the object ends before the range") from exc
         except RETRYABLE_EXCEPTIONS as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except google.auth.exceptions.GoogleAuthError as exc:

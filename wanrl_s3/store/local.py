@@ -17,6 +17,8 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, Self
+from urllib.parse import urlsplit
 
 from ..errors import NotFoundError, PreconditionFailedError, StoreError, UsageError
 from ..units import MiB
@@ -33,6 +35,8 @@ def _etag_of(st: os.stat_result) -> str:
 
 class LocalStore(ObjectStore):
     protocol = "file"
+    supports_multipart = True
+    supports_server_side_copy = True
 
     def __init__(self, root: str | os.PathLike[str], *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry)
@@ -41,6 +45,16 @@ class LocalStore(ObjectStore):
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot use {self.root} as a store: {exc.strerror}") from exc
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """``file:///ABSOLUTE/PATH`` (``localhost`` as the host is fine), or a plain path."""
+        if "://" not in url:
+            return cls(url, **options)
+        parts = urlsplit(url)
+        if parts.netloc not in ("", "localhost"):
+            raise UsageError(f"file:// URLs take an absolute path, e.g. file:///data; got {url}")
+        return cls(parts.path, **options)
 
     @property
     def url(self) -> str:

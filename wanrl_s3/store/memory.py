@@ -11,6 +11,8 @@ import itertools
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any, Self
+from urllib.parse import urlsplit
 
 from ..errors import NotFoundError, PreconditionFailedError
 from .retry import RetryPolicy
@@ -27,7 +29,13 @@ def _etag(data: bytes) -> str:
 
 
 class MemoryStore(ObjectStore):
+    """Objects in this process's memory, shared by every store of the same name.
+
+    Copies move the bytes (the default ``_copy``): there is no service to copy inside.
+    """
+
     protocol = "memory"
+    supports_multipart = True
 
     def __init__(self, name: str = "default", *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry)
@@ -35,6 +43,12 @@ class MemoryStore(ObjectStore):
         with _LOCK:
             self._objects = _BUCKETS.setdefault(self.name, {})
             self._uploads = _UPLOADS.setdefault(self.name, {})
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """``memory://NAME``: every store of one name shares its objects."""
+        parts = urlsplit(url)
+        return cls(parts.netloc + parts.path, **options)
 
     @property
     def url(self) -> str:

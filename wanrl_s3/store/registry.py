@@ -1,13 +1,18 @@
 """Which class serves which URL scheme, imported only when first used.
 
-Like fsspec's registry: a name maps to a dotted class path and an install hint,
-so a missing optional dependency is one clear line naming the fix, and third
-parties can add schemes with :func:`register_implementation`.
+Like fsspec's registry: a scheme maps to a dotted class path and an install
+hint, so a missing optional dependency is one clear line naming the fix, and
+third parties add schemes with :func:`register_implementation`. Opening a URL
+is a lookup and one call: the class parses its own URL
+(:meth:`ObjectStore.from_url`) and gets the options it takes, ours and a third
+party's alike.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -28,24 +33,27 @@ known_implementations: dict[str, dict[str, str]] = {
     "memory": {"class": "wanrl_s3.store.memory.MemoryStore", "err": ""},
 }
 _ALIASES = {"s3a": "s3", "local": "file", "gcs": "gs", "abfs": "az", "abfss": "az"}
-_NETWORK_OPTIONS = {"endpoint_url", "max_connections", "retry", "read_timeout_s"}
 _registry: dict[str, type[ObjectStore]] = {}
 
 
 def register_implementation(
     protocol: str, cls: type[ObjectStore] | str, errtxt: str = "", *, clobber: bool = False
 ) -> None:
-    """Map ``protocol`` to a class, or to a dotted path imported on first use."""
+    """Map ``protocol`` to a class, or to a dotted path imported on first use.
+
+    ``errtxt`` is the one line shown when that import fails (say what to install).
+    """
     if not clobber and (protocol in _registry or protocol in known_implementations):
         raise UsageError(f"store protocol {protocol!r} is already registered")
     if isinstance(cls, str):
         known_implementations[protocol] = {"class": cls, "err": errtxt}
         _registry.pop(protocol, None)
     else:
-        _registry[protocol] = cls
+        _registry[protocol] = _checked(protocol, cls)
 
 
 def get_store_class(protocol: str) -> type[ObjectStore]:
+    """The class serving ``protocol`` (or an alias), imported now if it was not yet."""
     protocol = _ALIASES.get(protocol, protocol)
     if protocol in _registry:
         return _registry[protocol]
@@ -58,7 +66,13 @@ def get_store_class(protocol: str) -> type[ObjectStore]:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except ImportError as exc:
         raise UsageError(spec["err"] or f"cannot import {spec['class']}: {exc}") from exc
-    _registry[protocol] = cls
+    _registry[protocol] = _checked(protocol, cls)
+    return cls
+
+
+def _checked(protocol: str, cls: object) -> type[ObjectStore]:
+    if not (isinstance(cls, type) and issubclass(cls, ObjectStore)):
+        raise UsageError(f"store protocol {protocol!r}: {cls!r} is not an ObjectStore subclass")
     return cls
 
 
@@ -68,45 +82,32 @@ def open_store(url: str, **options: Any) -> ObjectStore:
 
     A plain path is a ``file://`` store. ``options`` go to the backend
     (``endpoint_url`` for s3://, gs:// and az://, ``profile`` and ``region`` for
-    s3://; ``retry`` for all);
-    options a backend does not take are ignored, so one set of CLI flags serves
-    every scheme.
+    s3://; ``retry`` for all); options a backend does not take, and options
+    that are None, are dropped (see :func:`accepted_options`), so one set of CLI
+    flags serves every scheme, a third party's too.
     """
     if not url:
         raise UsageError("a store URL is required, e.g. s3://bucket/prefix or file:///path")
-    if "://" not in url:
-        local: Any = get_store_class("file")  # each backend has its own constructor
-        return local(url, **_filter(options, {"retry"}))
-    parts = urlsplit(url)
-    protocol = _ALIASES.get(parts.scheme, parts.scheme)
-    cls: Any = get_store_class(protocol)  # each backend has its own constructor
-    if protocol == "s3":
-        return cls(
-            parts.netloc,
-            parts.path,
-            **_filter(
-                options,
-                {"endpoint_url", "profile", "region", "max_connections", "retry", "read_timeout_s"},
-            ),
-        )
-    if protocol == "gs":
-        return cls(parts.netloc, parts.path, **_filter(options, _NETWORK_OPTIONS))
-    if protocol == "az":
-        container, _, account = parts.netloc.partition("@")  # adlfs: container@account
-        return cls(
-            container,
-            parts.path,
-            account=account.split(".", 1)[0] or None,
-            **_filter(options, _NETWORK_OPTIONS),
-        )
-    if protocol == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise UsageError(f"file:// URLs take an absolute path, e.g. file:///data; got {url}")
-        return cls(parts.path, **_filter(options, {"retry"}))
-    if protocol == "memory":
-        return cls(parts.netloc + parts.path, **_filter(options, {"retry"}))
-    return cls(url, **options)
+    cls = get_store_class(urlsplit(url).scheme if "://" in url else "file")
+    names = accepted_options(cls)
+    taken = {k: v for k, v in options.items() if v is not None and (names is None or k in names)}
+    return cls.from_url(url, **taken)
 
 
-def _filter(options: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k in allowed and v is not None}
+@functools.cache
+def accepted_options(cls: type[ObjectStore]) -> frozenset[str] | None:
+    """The option names ``cls.from_url`` takes; None where it takes any.
+
+    Its ``open_options`` where declared; otherwise its signature: the
+    keyword-only parameters of ``from_url`` and, where ``from_url`` forwards
+    ``**options`` (as the default does), of the constructor.
+    """
+    if cls.open_options is not None:
+        return frozenset(cls.open_options)
+    names: set[str] = set()
+    for fn in (cls.from_url, cls.__init__):
+        params = inspect.signature(fn).parameters.values()
+        names |= {p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY}
+        if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return frozenset(names)
+    return None  # the constructor takes **options too: everything goes through

@@ -27,7 +27,8 @@ import re
 import threading
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Self
+from urllib.parse import urlsplit
 
 import boto3
 import botocore.exceptions as bx
@@ -179,6 +180,9 @@ def _check_echo(what: str, resp: Any, sent: str) -> None:
 
 class S3Store(ObjectStore):
     protocol = "s3"
+    supports_multipart = True
+    supports_server_side_copy = True
+    supports_copy_from = True
 
     def __init__(
         self,
@@ -212,6 +216,12 @@ class S3Store(ObjectStore):
         # SSE-KMS, MinIO, moto): None until a read-back settles it (see _check_etag).
         self._etag_is_md5: bool | None = None
         self._parts_lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """``s3://BUCKET[/PREFIX]`` (or ``s3a://``); ``options`` are the constructor's."""
+        parts = urlsplit(url)
+        return cls(parts.netloc, parts.path, **options)
 
     def _make_client(
         self, profile: str | None, region: str | None, max_connections: int, read_timeout_s: float

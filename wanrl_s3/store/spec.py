@@ -1,27 +1,48 @@
-"""The object-store protocol: a few primitives, and helpers built on them.
+"""The object-store protocol: abstract primitives, and the helpers built on them.
 
-Modelled on fsspec's ``AbstractFileSystem``: an implementation (s3://, file://,
-memory://) overrides only the underscore primitives below; everything callers
-use (retries, resumable ranged reads, multipart writers with cleanup, the
-compare-and-swap used for LATEST) is written once here on top of them, so every
-backend gets the same behaviour and one contract test suite covers them all.
+Shaped like fsspec's ``AbstractFileSystem`` and zarr-python's store ABC. A
+backend (s3://, gs://, az://, file://, memory:// or a third party's) subclasses
+:class:`ObjectStore` and implements its abstract primitives, the underscore
+methods that each make one request to the service; a subclass that misses one
+cannot be instantiated (``TypeError``), so an incomplete backend fails where it
+is made, not at its first request. Everything callers use (retries, resumable
+ranged reads, multipart writers with cleanup, the compare-and-swap used for
+LATEST) is written once here on top of them, so every backend behaves the same
+and one contract suite (:class:`wanrl_s3.testing.StoreContract`) covers them all.
+
+Features a service may lack have default primitives and a capability flag, a
+class attribute that the helpers, callers and the contract suite read:
+
+- ``supports_multipart``: ``_mpu_*`` upload an object as parts in parallel, and
+  uploads left by a crash can be listed and aborted. Without it a writer holds
+  the whole object and sends one PUT.
+- ``supports_server_side_copy``: ``_copy`` copies inside the service, no byte
+  through this process. Without it :meth:`ObjectStore.copy` reads and writes.
+- ``supports_copy_from``: ``_copy_from`` copies from another store of the same
+  service (another bucket) inside the service. Without it
+  :meth:`ObjectStore.copy_from` streams the bytes through this process.
+
+A flag and its primitives go together: a class that declares a flag without
+implementing its primitives, or implements them without the flag, is refused
+when it is defined.
 
 Keys are relative to the store's root (the bucket prefix or directory the URL
 names). They are validated before any I/O: no absolute paths, no ``..`` or
-empty components, so nothing can escape the root.
+empty components, so nothing can escape the root. Listings are folder-like:
+``list("c")`` is what lies under ``c/``, never ``cc/0``.
 """
 
 from __future__ import annotations
 
+import abc
 import builtins
-import contextlib
 import functools
 import re
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
-from typing import ClassVar
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any, ClassVar, Self
 
 from ..errors import (
     NotFoundError,
@@ -31,11 +52,15 @@ from ..errors import (
     UsageError,
     VerificationError,
 )
-from ..units import MiB
 from .retry import RetryPolicy
+from .writer import MIN_PART_BYTES, ObjectWriter
 
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
-MIN_PART_BYTES = 5 * MiB  # S3's floor for every part but the last
+_OPTIONAL_PRIMITIVES = {
+    "supports_multipart": ("_mpu_create", "_mpu_put", "_mpu_complete", "_mpu_abort", "_mpu_list"),
+    "supports_server_side_copy": ("_copy",),
+    "supports_copy_from": ("_copy_from",),
+}
 
 
 def check_key(key: str, *, field_name: str = "key") -> str:
@@ -52,6 +77,8 @@ def check_key(key: str, *, field_name: str = "key") -> str:
 
 @dataclass(frozen=True)
 class ObjectInfo:
+    """What a listing or a HEAD says of an object, without reading it."""
+
     key: str
     size: int
     etag: str
@@ -75,76 +102,153 @@ class PendingUpload:
     initiated_s: float
 
 
-class ObjectStore:
-    """Base class of every backend. Override the primitives; use the helpers."""
+class ObjectStore(abc.ABC):
+    """Base class of every backend: implement the abstract primitives, call the helpers.
 
+    A primitive makes one request, with the key already validated; it raises
+    :class:`TransientStoreError` for a failure worth retrying (the helpers retry
+    those, and only those), :class:`NotFoundError` and
+    :class:`PreconditionFailedError` where documented, and another
+    :class:`StoreError` for the rest.
+    """
+
+    #: The URL scheme, as in ``s3://``.
     protocol: ClassVar[str] = ""
+    #: The option names :func:`~wanrl_s3.store.open_store` passes to :meth:`from_url`;
+    #: None reads them from its signature (or the constructor's, where ``from_url``
+    #: forwards ``**options``). Others are dropped, so one set of CLI flags serves
+    #: every scheme.
+    open_options: ClassVar[frozenset[str] | None] = None
+    #: ``_mpu_*`` are implemented (see the module docstring).
+    supports_multipart: ClassVar[bool] = False
+    #: ``_copy`` copies inside the service.
+    supports_server_side_copy: ClassVar[bool] = False
+    #: ``_copy_from`` copies from another store of the same service inside it.
+    supports_copy_from: ClassVar[bool] = False
+    #: The most keys one ``_delete`` call is given: S3's DeleteObjects takes 1,000; a
+    #: backend whose service takes fewer in one request lowers it.
+    max_delete_keys: ClassVar[int] = 1000
 
     def __init__(self, retry: RetryPolicy | None = None) -> None:
         self.retry = retry or RetryPolicy()
 
-    # -- primitives: implementations override these ------------------------------
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Refuse a class whose capability flags and optional primitives disagree."""
+        super().__init_subclass__(**kwargs)
+        for flag, names in _OPTIONAL_PRIMITIVES.items():
+            inherited = [n for n in names if getattr(cls, n) is getattr(ObjectStore, n)]
+            if getattr(cls, flag) and inherited:
+                raise TypeError(
+                    f"{cls.__name__} declares {flag} = True but does not implement "
+                    f"{', '.join(inherited)}"
+                )
+            if not getattr(cls, flag) and len(inherited) < len(names):
+                raise TypeError(
+                    f"{cls.__name__} implements {', '.join(sorted(set(names) - set(inherited)))} "
+                    f"but does not declare {flag} = True: a flag and its primitives go together"
+                )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> Self:
+        """The store ``url`` names, made with ``options``: what ``open_store`` calls.
+
+        Each backend parses its own URL, so the registry needs no per-scheme
+        code and a third-party scheme is opened like ours. This default hands
+        the whole URL to the constructor; a backend whose constructor takes the
+        URL's parts (a bucket and a prefix) overrides it.
+        """
+        constructor: Any = cls  # a subclass's constructor, whatever its signature
+        store: Self = constructor(url, **options)
+        return store
+
+    # -- primitives every backend implements ------------------------------------
+    @property
+    @abc.abstractmethod
+    def url(self) -> str:
+        """The URL that names this store (for messages, and to open it again)."""
+
+    @abc.abstractmethod
     def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
         """The whole object; None when ``if_none_match`` is its ETag; NotFoundError if absent."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         """Read ``len(buf)`` bytes at ``offset`` into ``buf``; return how many arrived.
 
         May return fewer when the stream breaks after some bytes (the caller
-        resumes from there); raises TransientStoreError only if none arrived.
+        resumes from there) or the object ends first; 0 when ``offset`` is at or
+        past its end. NotFoundError if absent; TransientStoreError only if no
+        byte arrived.
         """
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
-        """Write a whole object, return its ETag; PreconditionFailedError if a condition fails."""
-        raise NotImplementedError
+        """Write a whole object, return its ETag; PreconditionFailedError if a condition fails.
 
+        ``if_none_match``: only if absent; ``if_match``: only if its ETag is that.
+        Every write of other bytes gives the object a new ETag.
+        """
+
+    @abc.abstractmethod
     def _head(self, key: str) -> ObjectInfo | None:
-        raise NotImplementedError
+        """The object's size and ETag, or None if it is absent."""
 
+    @abc.abstractmethod
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
-        """Every object whose key starts with ``prefix`` (a plain string prefix)."""
-        raise NotImplementedError
+        """Every object whose key starts with ``prefix``, a plain string prefix as S3's.
 
-    def _delete(self, keys: list[str]) -> None:
-        """Delete the keys; absent keys are not an error."""
-        raise NotImplementedError
+        :meth:`list` makes it folder-like; the store's own bookkeeping objects
+        (staged parts, markers) are left out.
+        """
 
+    @abc.abstractmethod
+    def _delete(self, keys: builtins.list[str]) -> None:
+        """Delete at most ``max_delete_keys`` keys; absent keys are not an error."""
+
+    # -- optional primitives, announced by the capability flags ------------------
     def _mpu_create(self, key: str) -> str:
-        raise NotImplementedError
+        """Start a multipart upload of ``key``; its upload id (``supports_multipart``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
     def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        raise NotImplementedError
+        """Upload part ``part_number`` (from 1); its ETag, for the completion."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
-    def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
-        raise NotImplementedError
+    def _mpu_complete(self, key: str, upload_id: str, parts: builtins.list[tuple[int, str]]) -> str:
+        """Join the parts, in number order, into the object; its ETag."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
     def _mpu_abort(self, key: str, upload_id: str) -> None:
-        raise NotImplementedError
+        """Drop an upload and its parts; an upload already gone is not an error."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
     def _mpu_list(self, prefix: str) -> Iterator[PendingUpload]:
-        raise NotImplementedError
+        """The uploads in progress whose key starts with ``prefix``, whoever started them."""
+        raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
     def _copy(self, src_key: str, dst_key: str) -> None:
-        """Server-side copy where the backend has one; this default moves the bytes."""
-        self._put(dst_key, self._get(src_key).data)  # type: ignore[union-attr]
+        """Copy inside the service (``supports_server_side_copy``); this default reads and writes.
+
+        NotFoundError if the source is absent.
+        """
+        blob = self._get(src_key)
+        if blob is None:  # pragma: no cover - only with if_none_match
+            raise StoreError(f"GET {src_key} returned nothing")
+        self._put(dst_key, blob.data)
 
     def _copy_from(self, source: ObjectStore, src_key: str, dst_key: str) -> bool:
-        """Server-side copy of ``source``'s object here, where one service holds both.
+        """Copy ``source``'s object here inside the service, where one service holds both.
 
-        False (this default) where the backend cannot; the caller then streams.
+        False where it cannot (``source`` is elsewhere): the caller then streams.
+        Called only where ``supports_copy_from`` is declared.
         """
         return False
 
     # -- helpers: built on the primitives, never overridden -----------------------
-    @property
-    def url(self) -> str:
-        raise NotImplementedError
-
     def get(self, key: str) -> Blob:
+        """The whole object with its ETag, retried: for small objects read at once (manifests)."""
         check_key(key)
         blob = self.retry.call(lambda: self._get(key), f"GET {key}")
         if blob is None:  # pragma: no cover - only with if_none_match
@@ -152,17 +256,22 @@ class ObjectStore:
         return blob
 
     def get_bytes(self, key: str) -> bytes:
+        """The whole object's bytes, for callers that do not need its ETag."""
         return self.get(key).data
 
     def get_if_changed(self, key: str, etag: str | None) -> Blob | None:
-        """The object if its ETag differs from ``etag`` (a conditional GET), else None."""
+        """The object if its ETag differs from ``etag`` (a conditional GET), else None.
+
+        Lets a poller of LATEST pay for a few headers, not the body, while nothing moved.
+        """
         check_key(key)
         return self.retry.call(lambda: self._get(key, if_none_match=etag), f"GET {key}")
 
     def read_into(self, key: str, offset: int, buf: memoryview) -> None:
         """Fill ``buf`` from ``offset``, resuming after dropped connections at the last byte.
 
-        A read that ends early without an error is checked against the object's
+        A dropped connection costs only the bytes in flight, not the range. A
+        read that ends early without an error is checked against the object's
         size: an object shorter than the range is damaged (truncated), which no
         retry fixes, so that is a :class:`VerificationError` at once.
         """
@@ -202,6 +311,12 @@ class ObjectStore:
     def put_bytes(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
+        """Write a whole object, retried; its ETag. Conditions as in :func:`compare_and_swap`.
+
+        A retried conditional write whose first response was lost can fail its
+        condition against itself: callers that create (manifests, share
+        records) read the object back to tell.
+        """
         check_key(key)
         return self.retry.call(
             lambda: self._put(key, data, if_none_match=if_none_match, if_match=if_match),
@@ -209,27 +324,46 @@ class ObjectStore:
         )
 
     def head(self, key: str) -> ObjectInfo | None:
+        """Size and ETag without the body, or None if absent: cheaper than a GET."""
         check_key(key)
         return self.retry.call(lambda: self._head(key), f"HEAD {key}")
 
     def exists(self, key: str) -> bool:
+        """Whether the object is there (one HEAD)."""
         return self.head(key) is not None
 
-    def list(self, prefix: str = "") -> list[ObjectInfo]:
-        if prefix:
-            check_key(prefix.rstrip("/"), field_name="prefix")
+    def list(self, folder: str = "", *, name_prefix: str = "") -> builtins.list[ObjectInfo]:
+        """The objects inside ``folder``, at any depth, sorted by key.
+
+        Folder-like, so that a version's listing never picks up another's:
+        ``list("c")`` and ``list("c/")`` are what lies under ``c/``, never
+        ``cc/0`` nor an object named ``c``; ``list()`` is the whole store.
+        ``name_prefix`` keeps the names inside the folder that start with it
+        (``list("workers", name_prefix="verl-")``), filtered by the service,
+        so one worker's listing does not carry the whole fleet's.
+        """
+        prefix = _prefix(folder, name_prefix)
         return self.retry.call(
-            lambda: sorted(self._list(prefix), key=lambda o: o.key), f"LIST {prefix or '/'}"
+            lambda: sorted(
+                (o for o in self._list(prefix) if o.key.startswith(prefix)), key=lambda o: o.key
+            ),
+            f"LIST {prefix or '/'}",
         )
 
     def delete(self, keys: builtins.list[str]) -> None:
+        """Delete every key (absent ones are fine), in batches the service accepts.
+
+        Retention deletes whole versions, easily more than the 1,000 keys S3
+        takes in one request.
+        """
         for key in keys:
             check_key(key)
-        for start in range(0, len(keys), 1000):  # S3's DeleteObjects limit
-            batch = keys[start : start + 1000]
+        for start in range(0, len(keys), self.max_delete_keys):
+            batch = keys[start : start + self.max_delete_keys]
             self.retry.call(functools.partial(self._delete, batch), f"DELETE {len(batch)} objects")
 
     def copy(self, src_key: str, dst_key: str) -> None:
+        """Copy an object inside this store; server-side where ``supports_server_side_copy``."""
         check_key(src_key)
         check_key(dst_key)
         self.retry.call(lambda: self._copy(src_key, dst_key), f"COPY {src_key}")
@@ -250,11 +384,12 @@ class ObjectStore:
         Server-side where both stores live on one service (S3 CopyObject across
         buckets: no byte passes through this machine); otherwise streamed as
         ranged reads of ``part_bytes`` into a multipart writer whose parts in
-        memory ``slots`` bounds (see :meth:`open_writer`).
+        memory ``slots`` bounds (see :meth:`open_writer`). What a relay uses to
+        fill a replica region.
         """
         check_key(src_key)
         check_key(dst_key)
-        if self.retry.call(
+        if self.supports_copy_from and self.retry.call(
             lambda: self._copy_from(source, src_key, dst_key), f"COPY {source.url}/{src_key}"
         ):
             return True
@@ -267,10 +402,24 @@ class ObjectStore:
             writer.close()
         return False
 
-    def pending_uploads(self, prefix: str = "") -> builtins.list[PendingUpload]:
-        return self.retry.call(lambda: builtins.list(self._mpu_list(prefix)), "LIST uploads")
+    def pending_uploads(self, folder: str = "") -> builtins.list[PendingUpload]:
+        """Multipart uploads under ``folder`` never completed nor aborted, for gc to sweep.
+
+        A crashed publisher leaves them, and the service bills their parts
+        until they are aborted. Folder-like, as :meth:`list`.
+        """
+        if not self.supports_multipart:
+            return []  # nothing can be pending
+        prefix = _prefix(folder, "")
+        return self.retry.call(
+            lambda: [u for u in self._mpu_list(prefix) if u.key.startswith(prefix)],
+            "LIST uploads",
+        )
 
     def abort_upload(self, pending: PendingUpload) -> None:
+        """Abort an upload that :meth:`pending_uploads` found, freeing its parts."""
+        if not self.supports_multipart:
+            return  # nothing can be pending
         self.retry.call(
             lambda: self._mpu_abort(pending.key, pending.upload_id), f"ABORT {pending.key}"
         )
@@ -286,8 +435,9 @@ class ObjectStore:
     ) -> ObjectWriter:
         """A streaming writer: parts upload in parallel on ``executor``.
 
-        ``slots`` bounds the parts held in memory; pass one semaphore to several
-        writers to bound them together.
+        So an object of any size is written without holding it whole (where
+        ``supports_multipart``). ``slots`` bounds the parts held in memory; pass
+        one semaphore to several writers to bound them together.
         """
         check_key(key)
         return ObjectWriter(
@@ -295,112 +445,13 @@ class ObjectStore:
         )
 
 
-@dataclass
-class ObjectWriter:
-    """Writes one object from a stream of bytes, uploading parts in parallel.
-
-    An object that fits in one part goes out as a single PUT (one request
-    instead of three). Otherwise a multipart upload is created on the first full
-    part, and its abort is registered right there: :meth:`abort` (called by
-    ``__exit__`` on any error) cancels it, so a failed publish leaves no
-    half-built object and no billable orphan parts behind.
-    """
-
-    store: ObjectStore
-    key: str
-    executor: Executor
-    part_bytes: int
-    max_in_flight: int = 8
-    _buf: bytearray = field(default_factory=bytearray)
-    _upload_id: str | None = None
-    slots: threading.Semaphore | None = None  # shared between writers to bound memory
-    _parts: list[Future[tuple[int, str]]] = field(default_factory=list)
-    bytes_written: int = 0
-
-    def __post_init__(self) -> None:
-        if self.part_bytes < MIN_PART_BYTES:
-            raise UsageError(f"part_bytes must be >= {MIN_PART_BYTES} (S3's minimum part size)")
-        if self.slots is None:
-            self.slots = threading.Semaphore(self.max_in_flight)
-        self._slots = self.slots
-
-    def write(self, data: memoryview | bytes) -> None:
-        view = memoryview(data).cast("B")
-        self.bytes_written += len(view)
-        while len(view):
-            room = self.part_bytes - len(self._buf)
-            self._buf += view[:room]
-            view = view[room:]
-            if len(self._buf) == self.part_bytes and len(view):
-                self._flush_part()
-
-    def _flush_part(self) -> None:
-        if self._upload_id is None:
-            self._upload_id = self.store.retry.call(
-                lambda: self.store._mpu_create(self.key), f"CREATE upload {self.key}"
-            )
-        data, self._buf = bytes(self._buf), bytearray()
-        number = len(self._parts) + 1
-        self._slots.acquire()  # bounds memory: at most max_in_flight parts held
-        try:
-            self._parts.append(
-                self.executor.submit(self._upload_part, self._upload_id, number, data)
-            )
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def _upload_part(self, upload_id: str, number: int, data: bytes) -> tuple[int, str]:
-        try:
-            etag = self.store.retry.call(
-                lambda: self.store._mpu_put(self.key, upload_id, number, data),
-                f"PUT {self.key} part {number}",
-            )
-            return number, etag
-        finally:
-            self._slots.release()
-
-    @property
-    def is_multipart(self) -> bool:
-        """True once a part went out (the object is then completed, not PUT whole)."""
-        return self._upload_id is not None
-
-    def close(self) -> str:
-        """Finish the object and return its ETag."""
-        if self._upload_id is None:
-            data, self._buf = bytes(self._buf), bytearray()
-            return self.store.put_bytes(self.key, data)
-        if self._buf:
-            self._flush_part()
-        parts = [f.result() for f in self._parts]
-        upload_id = self._upload_id
-        etag = self.store.retry.call(
-            lambda: self.store._mpu_complete(self.key, upload_id, parts),
-            f"COMPLETE {self.key}",
-        )
-        self._upload_id = None
-        return etag
-
-    def abort(self) -> None:
-        """Cancel the upload; safe to call twice and after errors."""
-        for f in self._parts:
-            f.cancel()
-        for f in self._parts:
-            if not f.cancelled():
-                with contextlib.suppress(Exception):  # being torn down anyway
-                    f.result()
-        if self._upload_id is not None:
-            upload_id, self._upload_id = self._upload_id, None
-            # If this fails too, the GC's sweep of stale uploads collects it later.
-            with contextlib.suppress(StoreError):
-                self.store._mpu_abort(self.key, upload_id)
-
-    def __enter__(self) -> ObjectWriter:
-        return self
-
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        if exc_type is not None:
-            self.abort()
+def _prefix(folder: str, name_prefix: str) -> str:
+    """The plain prefix of a folder-like listing: ``folder/`` and then ``name_prefix``."""
+    folder = folder[:-1] if folder.endswith("/") else folder
+    base = check_key(folder, field_name="folder") + "/" if folder else ""
+    if name_prefix:
+        check_key((base + name_prefix).rstrip("/"), field_name="name_prefix")
+    return base + name_prefix
 
 
 def compare_and_swap(store: ObjectStore, key: str, expected_etag: str | None, data: bytes) -> str:
@@ -414,6 +465,7 @@ def compare_and_swap(store: ObjectStore, key: str, expected_etag: str | None, da
 
 
 def get_or_none(store: ObjectStore, key: str) -> Blob | None:
+    """The object, or None if it is absent: for keys whose absence is a normal answer."""
     try:
         return store.get(key)
     except NotFoundError:

@@ -12,17 +12,25 @@ are the store's own, hidden from :meth:`ObjectStore.list` like ``file://``'s.
 
 from __future__ import annotations
 
+import abc
+import builtins
 import contextlib
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ..errors import NotFoundError, TransientStoreError, UsageError
+from ..errors import NotFoundError, StoreError, TransientStoreError, UsageError
 from .retry import RetryPolicy
 from .sink import BufferSink
 from .spec import ObjectInfo, ObjectStore, PendingUpload
 
 UPLOADS_PREFIX = ".uploads/"
+_DELETE_THREADS = 16  # below the SDK clients' connection pools (32)
+
+
+class PastTheEnd(StoreError):
+    """A ranged read starts at or after the object's end (HTTP 416)."""
 
 
 def marker_key(upload_id: str) -> str:
@@ -37,11 +45,14 @@ def is_internal(key: str) -> bool:
 class MarkedUploads(ObjectStore):
     """``_mpu_create`` and ``_mpu_list`` from marker objects; the backend joins parts.
 
-    A backend overrides ``_list_all`` (every object, markers included) instead of
+    A backend implements ``_list_all`` (every object, markers included) instead of
     ``_list``, ``_delete_one`` instead of ``_delete`` (neither service deletes in
-    batches through its SDK's plain API), and ``_discard_parts`` to drop what an
-    aborted upload staged. Keys live under ``prefix`` in a bucket or container.
+    batches through its SDK's plain API), ``_mpu_put`` and ``_mpu_complete``, and
+    ``_discard_parts`` to drop what an aborted upload staged. Keys live under
+    ``prefix`` in a bucket or container.
     """
+
+    supports_multipart = True
 
     def __init__(self, container: str, prefix: str, scheme: str, retry: RetryPolicy | None) -> None:
         super().__init__(retry)
@@ -57,29 +68,55 @@ class MarkedUploads(ObjectStore):
     def _rel(self, name: str) -> str:
         return name[len(self.prefix) + 1 :] if self.prefix else name
 
+    @abc.abstractmethod
     def _delete_one(self, key: str) -> None:
-        raise NotImplementedError
+        """Delete one key; NotFoundError (ignored) if it is absent."""
+
+    @abc.abstractmethod
+    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        """Every object whose key starts with ``prefix``, this class's own included."""
+
+    @abc.abstractmethod
+    def _discard_parts(self, key: str, upload_id: str) -> None:
+        """Drop what an upload staged (its marker is the caller's)."""
+
+    @abc.abstractmethod
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+        """Stage one part of the upload; what the completion needs to name it."""
+
+    @abc.abstractmethod
+    def _mpu_complete(self, key: str, upload_id: str, parts: builtins.list[tuple[int, str]]) -> str:
+        """Join the staged parts into ``key`` and remove the marker; the object's ETag."""
 
     def _delete(self, keys: list[str]) -> None:
-        for key in keys:
-            with contextlib.suppress(NotFoundError):
-                self._delete_one(key)
+        """One request per key, ``_DELETE_THREADS`` at a time: a version's payload is many keys."""
+        if len(keys) <= 1:
+            for key in keys:
+                self._delete_absent_ok(key)
+            return
+        with ThreadPoolExecutor(min(_DELETE_THREADS, len(keys)), "wanrl-delete") as pool:
+            for _ in pool.map(self._delete_absent_ok, keys):
+                pass  # raises the first failure; the caller's retry deletes the batch again
+
+    def _delete_absent_ok(self, key: str) -> None:
+        with contextlib.suppress(NotFoundError):
+            self._delete_one(key)
 
     def _sink_read(self, what: str, buf: memoryview, fill: Callable[[BufferSink], object]) -> int:
-        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived."""
+        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived.
+
+        A range past the end (``fill`` raises :class:`PastTheEnd`) reads nothing:
+        the caller then asks how long the object really is.
+        """
         sink = BufferSink(buf)
         try:
             fill(sink)
+        except PastTheEnd:
+            return 0
         except TransientStoreError:
             if sink.done == 0:
                 raise
         return sink.done  # the caller resumes after the last byte
-
-    def _list_all(self, prefix: str) -> Iterator[ObjectInfo]:
-        raise NotImplementedError
-
-    def _discard_parts(self, key: str, upload_id: str) -> None:
-        raise NotImplementedError
 
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         return (o for o in self._list_all(prefix) if not is_internal(o.key))

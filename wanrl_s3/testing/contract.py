@@ -1,10 +1,10 @@
 """The store contract: the behaviour the rest of wanrl-s3 relies on, written once.
 
-Like fsspec's ``tests/abstract``: a backend's test module subclasses
-:class:`StoreContract` and provides a ``store`` fixture that yields a fresh, empty
-store; every test here then runs against it. Our own memory://, file://, s3://
-backends run it in ``tests/store/test_contract.py``; a third-party backend runs it
-the same way::
+Like fsspec's ``tests/abstract`` and zarr-python's ``StoreTests``: a backend's
+test module subclasses :class:`StoreContract` and provides a ``store`` fixture
+that returns a fresh, empty store; every test here then runs against it. Our
+own memory://, file://, s3://, gs:// and az:// backends run it in
+``tests/store/``; a third-party backend runs it the same way::
 
     import pytest
     from wanrl_s3.testing import StoreContract
@@ -14,30 +14,111 @@ the same way::
         def store(self):
             return MyStore(...)
 
+        @pytest.fixture
+        def other_store(self):  # only where MyStore declares supports_copy_from
+            return MyStore(...)  # another bucket on the same service
+
+A case for a feature the backend declares it lacks (its capability flags:
+``supports_multipart``, ``supports_server_side_copy``, ``supports_copy_from``)
+is skipped, saying so; one it declares is tested, never passed silently. The
+case that deletes 1,003 keys is marked ``slow`` (register the marker, or
+deselect it with ``-m "not slow"``); a quick one deletes in batches of 7.
+
 Needs pytest (``pip install 'wanrl-s3[dev]'``).
 """
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import NoReturn
 
 import pytest
 
-from ..errors import NotFoundError, PreconditionFailedError, UsageError
-from ..store import MIN_PART_BYTES, ObjectStore, compare_and_swap
+from ..errors import (
+    NotFoundError,
+    PreconditionFailedError,
+    TransientStoreError,
+    UsageError,
+    VerificationError,
+)
+from ..store import (
+    MIN_PART_BYTES,
+    FakeClock,
+    ObjectStore,
+    RetryPolicy,
+    compare_and_swap,
+)
+from ..store.memory import MemoryStore
+
+_SLOW = pytest.mark.slow  # registered by wanrl-s3's own pytest configuration
+_DATA = bytes(range(256)) * 40  # 10,240 bytes, every offset distinct modulo 256
+_OVER_ONE_PART = bytes(range(256)) * (MIN_PART_BYTES // 256 + 4096)  # a part and 1 MiB
+
+
+def _keys(store: ObjectStore, folder: str = "", name_prefix: str = "") -> list[str]:
+    return [o.key for o in store.list(folder, name_prefix=name_prefix)]
+
+
+def _fake_clock(store: ObjectStore) -> FakeClock:
+    """Put ``store``'s retries on fake time; its sleeps are then recorded, not slept."""
+    clock = FakeClock()
+    store.retry = RetryPolicy(clock=clock)
+    return clock
+
+
+def _record_read_starts(monkeypatch: pytest.MonkeyPatch, store: ObjectStore) -> list[int]:
+    """The offset of every ``_read_into`` call from now on: a retry asks at one offset twice."""
+    starts: list[int] = []
+    real_read = store._read_into
+
+    def recorded(key: str, offset: int, buf: memoryview) -> int:
+        starts.append(offset)
+        return real_read(key, offset, buf)
+
+    monkeypatch.setattr(store, "_read_into", recorded)
+    return starts
+
+
+def _refuse_reads(monkeypatch: pytest.MonkeyPatch, store: ObjectStore) -> None:
+    """Make any read of ``store`` through this process fail the test."""
+
+    def refused(*_: object, **__: object) -> NoReturn:
+        raise AssertionError("a server-side copy read the object through this process")
+
+    monkeypatch.setattr(store, "_get", refused)
+    monkeypatch.setattr(store, "_read_into", refused)
+
+
+def _skip_unless(store: ObjectStore, flag: str, otherwise: str) -> None:
+    if not getattr(store, flag):
+        pytest.skip(f"{type(store).__name__} declares {flag} = False: {otherwise}")
 
 
 class StoreContract:
     """Mix-in of contract tests; the subclass supplies the ``store`` fixture."""
 
+    @pytest.fixture
+    def other_store(self) -> ObjectStore:
+        """Another fresh store on the same service as ``store`` (another bucket).
+
+        Only the copy-from case asks for it, and only where the backend declares
+        ``supports_copy_from``: such a backend's test class must override this.
+        """
+        pytest.fail(
+            "the store declares supports_copy_from = True: give its StoreContract class an "
+            "`other_store` fixture (a second bucket on the same service) to test it"
+        )
+
+    # -- objects, conditions, ETags --------------------------------------------
     def test_put_get_head_list_delete(self, store: ObjectStore) -> None:
         etag = store.put_bytes("a/b/one.bin", b"hello")
         assert store.get_bytes("a/b/one.bin") == b"hello"
         info = store.head("a/b/one.bin")
         assert info is not None and info.size == 5 and info.etag == etag
         store.put_bytes("a/two.bin", b"x" * 10)
-        assert [o.key for o in store.list("a/")] == ["a/b/one.bin", "a/two.bin"]
-        assert [o.key for o in store.list("a/b/")] == ["a/b/one.bin"]
+        assert _keys(store, "a/") == ["a/b/one.bin", "a/two.bin"]
+        assert _keys(store, "a/b/") == ["a/b/one.bin"]
         store.delete(["a/b/one.bin", "a/missing.bin"])
         assert store.head("a/b/one.bin") is None
         with pytest.raises(NotFoundError):
@@ -66,41 +147,213 @@ class StoreContract:
         blob = store.get_if_changed("LATEST", etag)
         assert blob is not None and blob.data == b"v2"
 
+    def test_the_etag_changes_on_every_overwrite(self, store: ObjectStore) -> None:
+        """LATEST's compare-and-swap is only as good as this: an ETag names one content."""
+        etags = []
+        for body in (b"v/000001", b"v/000002", b"v/000003"):  # one size: only bytes differ
+            etag = store.put_bytes("LATEST", body)
+            info, blob = store.head("LATEST"), store.get("LATEST")
+            assert info is not None and info.etag == etag and blob.etag == etag
+            assert blob.data == body
+            etags.append(etag)
+        assert len(set(etags)) == 3, etags
+        for stale in etags[:2]:
+            with pytest.raises(PreconditionFailedError):
+                compare_and_swap(store, "LATEST", stale, b"v/000009")
+            assert store.get_if_changed("LATEST", stale) is not None
+        assert store.get_bytes("LATEST") == b"v/000003"
+
+    # -- listing and deleting ---------------------------------------------------
+    def test_listing_is_folder_like(self, store: ObjectStore) -> None:
+        """``list("c")`` is what lies under ``c/``: never ``cc/0``, nor ``c.json``."""
+        keys = ["c/0", "c/d/1", "c/dx.bin", "cc/0", "c.json", "d/c/0"]
+        for key in keys:
+            store.put_bytes(key, b"x")
+        assert _keys(store, "c") == _keys(store, "c/") == ["c/0", "c/d/1", "c/dx.bin"]
+        assert _keys(store, "cc") == ["cc/0"]
+        assert _keys(store, "c/d") == ["c/d/1"]
+        assert _keys(store, "c", "d") == ["c/d/1", "c/dx.bin"]  # names in c/ that start with d
+        assert _keys(store, "nothing") == []
+        assert _keys(store) == sorted(keys)
+        # the primitive under it is a plain string prefix, which name_prefix relies on
+        assert sorted(o.key for o in store._list("c")) == sorted(set(keys) - {"d/c/0"})
+        with pytest.raises(UsageError):
+            store.list("c//d")
+
+    @pytest.mark.parametrize(
+        "batch_keys",
+        [pytest.param(7, id="batches-of-7"), pytest.param(None, id="1003-keys", marks=_SLOW)],
+    )
+    def test_deleting_more_keys_than_one_request_takes(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch, batch_keys: int | None
+    ) -> None:
+        """Retention deletes whole versions; S3 takes 1,000 keys a request, so they go in batches.
+
+        The real size (1,003 keys, every backend's ``_delete`` given 1,000 at
+        once) is marked slow; batches of 7 check the same path quickly.
+        """
+        if batch_keys is not None:
+            monkeypatch.setattr(store, "max_delete_keys", batch_keys)
+        keys = [f"many/{i:05d}" for i in range(store.max_delete_keys + 3)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda key: store.put_bytes(key, b""), keys))
+        store.put_bytes("kept/0", b"k")
+        batches: list[int] = []
+        real_delete = store._delete
+
+        def counted(batch: list[str]) -> None:
+            batches.append(len(batch))
+            real_delete(batch)
+
+        monkeypatch.setattr(store, "_delete", counted)
+        store.delete([*keys, "many/absent"])
+        assert _keys(store, "many") == []
+        assert _keys(store) == ["kept/0"]
+        assert batches == [store.max_delete_keys, 4], batches
+
+    # -- reads ------------------------------------------------------------------
     def test_ranged_read_into(self, store: ObjectStore) -> None:
         data = bytes(range(256)) * 100
         store.put_bytes("r.bin", data)
         buf = bytearray(1000)
         store.read_into("r.bin", 123, memoryview(buf))
         assert bytes(buf) == data[123:1123]
+        tail = bytearray(500)
+        store.read_into("r.bin", len(data) - 500, memoryview(tail))
+        assert bytes(tail) == data[-500:]
 
+    def test_a_stream_that_breaks_mid_read_resumes_at_the_last_byte(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        store.put_bytes("r.bin", _DATA)
+        clock = _fake_clock(store)
+        real_read = store._read_into
+        script = iter(["short", "reset", "short"])  # then whole reads
+        starts: list[int] = []
+
+        def breaking(key: str, offset: int, buf: memoryview) -> int:
+            starts.append(offset)
+            step = next(script, "whole")
+            if step == "reset":  # the connection dropped before any byte
+                raise TransientStoreError("connection reset by peer")
+            if step == "short":  # the stream broke after a third of the range
+                return real_read(key, offset, buf[: len(buf) // 3])
+            return real_read(key, offset, buf)
+
+        monkeypatch.setattr(store, "_read_into", breaking)
+        buf = bytearray(9000)
+        store.read_into("r.bin", 1000, memoryview(buf))
+        assert bytes(buf) == _DATA[1000:10000]
+        assert starts == [1000, 4000, 4000, 6000]  # each retry asks only for what is missing
+        assert len(clock.sleeps) == 1  # a backoff after the reset, none after a short read
+
+    @pytest.mark.parametrize(
+        "offset, length",
+        [(500, 1000), (1000, 10), (5000, 10)],
+        ids=["runs-past-the-end", "starts-at-the-end", "starts-beyond-the-end"],
+    )
+    def test_a_read_past_the_end_is_a_verification_error_without_retries(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch, offset: int, length: int
+    ) -> None:
+        """A truncated object is damage no retry repairs: refused at once, not after backoff.
+
+        The size check's HEAD may itself be retried (fake-gcs-server closes the
+        connection after a 416, so the next request can meet a reset); the read is not.
+        """
+        _fake_clock(store)
+        store.put_bytes("obj.bin", bytes(range(250)) * 4)  # 1000 bytes
+        starts = _record_read_starts(monkeypatch, store)
+        with pytest.raises(VerificationError, match=r"holds 1000 bytes.*truncated"):
+            store.read_into("obj.bin", offset, memoryview(bytearray(length)))
+        assert 1 <= len(starts) <= 2 and len(set(starts)) == len(starts), starts
+
+    def test_a_read_of_a_missing_object_is_not_found(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        clock = _fake_clock(store)
+        starts = _record_read_starts(monkeypatch, store)
+        with pytest.raises(NotFoundError):
+            store.read_into("gone.bin", 0, memoryview(bytearray(10)))
+        assert starts == [0] and clock.sleeps == []
+
+    # -- writers and multipart uploads --------------------------------------------
     def test_multipart_writer_and_abort(self, store: ObjectStore) -> None:
         payload = bytes(range(256)) * (MIN_PART_BYTES // 256) + b"tail"
         with ThreadPoolExecutor(4) as pool:
             with store.open_writer("big.bin", pool, part_bytes=MIN_PART_BYTES) as w:
                 w.write(payload[:1000])
                 w.write(payload[1000:])
+                assert w.is_multipart == store.supports_multipart
                 w.close()
             assert store.get_bytes("big.bin") == payload
             with (
                 pytest.raises(RuntimeError),
                 store.open_writer("gone.bin", pool, part_bytes=MIN_PART_BYTES) as w,
             ):
-                w.write(payload)  # starts a multipart upload (more than one part)
+                w.write(payload)  # more than one part: a multipart upload where there are any
                 raise RuntimeError("publisher crashed")
         assert store.head("gone.bin") is None
         assert [u for u in store.pending_uploads() if u.key == "gone.bin"] == []
 
     def test_pending_uploads_listed_until_aborted(self, store: ObjectStore) -> None:
-        upload_id = store._mpu_create("stale.bin")
-        pending = [u for u in store.pending_uploads() if u.key == "stale.bin"]
-        assert [u.upload_id for u in pending] == [upload_id]
-        store.abort_upload(pending[0])
-        assert [u for u in store.pending_uploads() if u.key == "stale.bin"] == []
+        _skip_unless(store, "supports_multipart", "a writer sends whole objects")
+        upload_id = store._mpu_create("up/stale.bin")
+        other_id = store._mpu_create("upx/other.bin")
+        pending = store.pending_uploads("up")  # folder-like, as list()
+        assert [(u.key, u.upload_id) for u in pending] == [("up/stale.bin", upload_id)]
+        assert {u.upload_id for u in store.pending_uploads()} >= {upload_id, other_id}
+        for upload in store.pending_uploads():
+            store.abort_upload(upload)
+        assert store.pending_uploads() == []
 
+    # -- copies -----------------------------------------------------------------
     def test_copy(self, store: ObjectStore) -> None:
         store.put_bytes("src.bin", b"abc")
         store.copy("src.bin", "dst/copy.bin")
         assert store.get_bytes("dst/copy.bin") == b"abc"
+
+    def test_server_side_copy_reads_nothing_through_this_process(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        _skip_unless(store, "supports_server_side_copy", "copy() reads and writes the bytes")
+        store.put_bytes("src/a.bin", _DATA)
+        store.put_bytes("src/empty.bin", b"")
+        store.put_bytes("dst/a.bin", b"an older object")
+        _refuse_reads(monkeypatch, store)
+        store.copy("src/a.bin", "dst/a.bin")  # over an existing object
+        store.copy("src/empty.bin", "dst/empty.bin")
+        with pytest.raises(NotFoundError):
+            store.copy("src/absent.bin", "dst/absent.bin")
+        monkeypatch.undo()
+        assert store.get_bytes("dst/a.bin") == _DATA
+        assert store.get_bytes("dst/empty.bin") == b""
+        assert store.head("dst/absent.bin") is None
+
+    def test_copy_from_a_store_of_the_same_service_is_server_side(
+        self, store: ObjectStore, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        _skip_unless(store, "supports_copy_from", "copy_from() streams through this process")
+        other: ObjectStore = request.getfixturevalue("other_store")
+        other.put_bytes("v/a.bin", _DATA)
+        other.put_bytes("v/empty.bin", b"")
+        _refuse_reads(monkeypatch, other)
+        with ThreadPoolExecutor(2) as pool:
+            for key, size in (("v/a.bin", len(_DATA)), ("v/empty.bin", 0)):
+                assert store.copy_from(
+                    other, key, f"w/{key}", size=size, executor=pool, part_bytes=MIN_PART_BYTES
+                )
+        assert store.get_bytes("w/v/a.bin") == _DATA and store.get_bytes("w/v/empty.bin") == b""
+
+    def test_copy_from_another_service_is_streamed_in_parts(self, store: ObjectStore) -> None:
+        source = MemoryStore(uuid.uuid4().hex)
+        source.put_bytes("v/a.bin", _OVER_ONE_PART)
+        with ThreadPoolExecutor(4) as pool:
+            server_side = store.copy_from(
+                source, "v/a.bin", "v/b.bin", size=len(_OVER_ONE_PART), executor=pool,
+                part_bytes=MIN_PART_BYTES,
+            )  # fmt: skip
+        assert not server_side and store.get_bytes("v/b.bin") == _OVER_ONE_PART
+        assert store.pending_uploads() == []
 
     @pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", "a/./b", "", "a/../b", "a b"])
     def test_keys_that_escape_are_refused_before_io(self, store: ObjectStore, key: str) -> None:
