@@ -22,6 +22,7 @@ from .errors import (
     LocalIOError,
     ManifestError,
     NotFoundError,
+    PublicationFailedError,
     SignatureError,
     StoreError,
     UsageError,
@@ -43,6 +44,12 @@ _LAZY: dict[str, str] = {
     "resume": ".publish.resume",
     "resume_point": ".publish.resume",
     "ResumePoint": ".publish.resume",
+    # the trainer core: what any trainer calls
+    "TrainerPublisher": ".trainer.publication",
+    "Publication": ".trainer.publication",
+    "VersionPublisher": ".trainer.protocol",
+    "RankGroup": ".trainer.ranks",
+    "PUBLISH_DTYPES": ".trainer.host_copy",
     # worker side: fetching and installing
     "Snapshot": ".fetch.subscriber",
     "Subscriber": ".fetch.subscriber",
@@ -79,6 +86,8 @@ _LAZY: dict[str, str] = {
     "WorkerStatus": ".fleet.status",
     "fleet_report": ".fleet.bcast",
     "read_statuses": ".fleet.status",
+    "StepStatusWriter": ".fleet.steps",
+    "VersionMap": ".fleet.steps",
     "StalenessConfig": ".staleness",
     "StalenessFilter": ".staleness",
     "Tagged": ".staleness",
@@ -99,6 +108,7 @@ if TYPE_CHECKING:
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
     from .fleet.bcast import fleet_report
+    from .fleet.steps import StepStatusWriter, VersionMap
     from .fleet.status import StatusReporter, WorkerStatus, read_statuses
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
@@ -120,6 +130,10 @@ if TYPE_CHECKING:
         is_admissible,
     )
     from .store import ObjectStore, RetryPolicy, open_store
+    from .trainer.host_copy import PUBLISH_DTYPES
+    from .trainer.protocol import VersionPublisher
+    from .trainer.publication import Publication, TrainerPublisher
+    from .trainer.ranks import RankGroup
 
 
 def __getattr__(name: str) -> Any:
@@ -137,6 +151,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DELTA_MODES",
+    "PUBLISH_DTYPES",
     "FetchCancelled",
     "InfeasiblePlanError",
     "InstallResult",
@@ -147,9 +162,12 @@ __all__ = [
     "ObjectStore",
     "Plan",
     "PlanInputs",
+    "Publication",
+    "PublicationFailedError",
     "PublishConfig",
     "PublishResult",
     "Publisher",
+    "RankGroup",
     "Region",
     "RegionsConfig",
     "ResumePoint",
@@ -163,14 +181,18 @@ __all__ = [
     "StalenessConfig",
     "StalenessFilter",
     "StatusReporter",
+    "StepStatusWriter",
     "StoreError",
     "StoreRoles",
     "Subscriber",
     "Tagged",
+    "TrainerPublisher",
     "UsageError",
     "VerificationError",
     "Verifier",
     "VersionConflictError",
+    "VersionMap",
+    "VersionPublisher",
     "WanrlError",
     "WatchConfig",
     "Watcher",
