@@ -108,8 +108,8 @@ if TYPE_CHECKING:
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher
     from .fleet.bcast import fleet_report
-    from .fleet.steps import StepStatusWriter, VersionMap
     from .fleet.status import StatusReporter, WorkerStatus, read_statuses
+    from .fleet.steps import StepStatusWriter, VersionMap
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
     from .io.malloc import return_big_buffers

@@ -214,4 +214,3 @@ class VersionMap:
                 ", ".join(store.url for store in self.stores),
             )
         return 0
-

@@ -109,8 +109,7 @@ class HostBuffers:
 
     def _buffer(self, name: str, x: TensorLike, target: Any) -> TensorLike:
         buf = self.buffers.get(name)
-        fits = buf is not None and is_torch(buf) == is_torch(x)
-        if fits and tuple(buf.shape) == tuple(x.shape) and buf.dtype == target:
+        if buf is not None and _fits(buf, x, target):
             return buf
         if not is_torch(x):
             return np.empty(x.shape, dtype=target)
@@ -118,6 +117,12 @@ class HostBuffers:
 
         pin = x.is_cuda and torch.cuda.is_available()
         return torch.empty(x.shape, dtype=target, device="cpu", pin_memory=pin)
+
+
+def _fits(buf: TensorLike, x: TensorLike, target: Any) -> bool:
+    """Whether ``buf`` can take ``x`` cast to ``target``: same kind, shape and dtype."""
+    same_kind = is_torch(buf) == is_torch(x)
+    return same_kind and tuple(buf.shape) == tuple(x.shape) and buf.dtype == target
 
 
 def _nbytes(x: TensorLike) -> int:

@@ -29,6 +29,7 @@ the same calls; in ``balanced`` mode each rank's host copy holds its share only.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -170,10 +171,8 @@ class TrainerPublisher:
         if exc is None:
             self.close()
             return
-        try:
-            self.close()
-        except PublicationFailedError:  # logged when it happened; the body's error goes on
-            pass
+        with contextlib.suppress(PublicationFailedError):  # logged when it happened
+            self.close()  # and the body's error goes on
 
     def _raise_unseen(self) -> None:
         last = self._last

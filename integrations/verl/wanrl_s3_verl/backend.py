@@ -99,8 +99,8 @@ class TrainerSide:
         if not (is_master or self.sharded):
             return
         self.stores = settings.publish_stores()
-        signs = is_master and settings.signing_key  # the committing rank: the master
-        self.signer = Signer.from_file(settings.signing_key) if signs else None
+        key = settings.signing_key if is_master else None  # the committing rank: the master
+        self.signer = Signer.from_file(key) if key else None
         self.config = PublishConfig(
             delta=settings.delta,
             keyframe_every=settings.keyframe_every,

@@ -21,9 +21,9 @@ from wanrl_s3 import (
     PUBLISH_DTYPES,
     StalenessConfig,
     StoreRoles,
+    VersionMap,
     check_staleness,
     check_worker_id,
-    VersionMap,
     store_roles,
 )
 from wanrl_s3.errors import UsageError
