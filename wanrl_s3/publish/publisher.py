@@ -220,13 +220,16 @@ class Publisher:
         one publish. ``manifest_hash``: the adopted version's manifest digest, which
         the next delta's manifest pins (see :attr:`Manifest.digest`).
         """
-        self._writer.adopt(
-            version,
-            tensors,
-            keyframe_version=keyframe_version,
-            since_keyframe=since_keyframe,
-            borrow=borrow,
-            manifest_hash=manifest_hash,
+        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
+        self._writer.hold(
+            DeltaBase(
+                layout.check_version(version),
+                keyframe_version,
+                since_keyframe,
+                bits,
+                borrowed=borrow,
+                manifest_hash=manifest_hash,
+            )
         )
 
     def publish(
@@ -291,26 +294,9 @@ class VersionWriter:
         self.keep_base = keep_base
         self._base: DeltaBase | None = None
 
-    def adopt(
-        self,
-        version: int,
-        tensors: Mapping[str, np.ndarray],
-        *,
-        keyframe_version: int,
-        since_keyframe: int,
-        borrow: bool = False,
-        manifest_hash: str | None = None,
-    ) -> None:
-        """Hold ``tensors``, verified as ``version``, as the base (see Publisher.adopt_base)."""
-        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
-        self._base = DeltaBase(
-            layout.check_version(version),
-            keyframe_version,
-            since_keyframe,
-            bits,
-            borrowed=borrow,
-            manifest_hash=manifest_hash,
-        )
+    def hold(self, base: DeltaBase) -> None:
+        """Hold ``base`` (verified, or just committed) to encode the next delta against."""
+        self._base = base
 
     # -- the steps ------------------------------------------------------------------
     def begin(self, version: int) -> tuple[DeltaBase | None, dict[str, np.ndarray] | None]:
@@ -329,12 +315,14 @@ class VersionWriter:
 
     def keep(self, manifest: Manifest, held: dict[str, np.ndarray], since_keyframe: int) -> None:
         """Hold ``held`` (the bits just committed in ``manifest``) as the next delta's base."""
-        self._base = DeltaBase(
-            manifest.version,
-            manifest.keyframe_version or manifest.version,
-            since_keyframe,
-            held,
-            manifest_hash=manifest.digest,
+        self.hold(
+            DeltaBase(
+                manifest.version,
+                manifest.keyframe_version or manifest.version,
+                since_keyframe,
+                held,
+                manifest_hash=manifest.digest,
+            )
         )
 
     def advance(self, manifest: Manifest) -> bool:
