@@ -19,7 +19,7 @@ verl builds the engine on two kinds of process (notes/verl-0.9.1.md, section 3):
   :class:`~wanrl_s3.watch.Watcher` keeps the newest verified version in host memory,
   and ``receive_weights`` hands over whatever is ready without waiting for a
   download (invariant 7), recording what it installed at which step for the
-  staleness filters (:mod:`wanrl_s3_verl.versions`).
+  staleness filters (:class:`wanrl_s3.StepStatusWriter`).
 
 No process group is needed: the bucket is the rendezvous.
 """
@@ -145,7 +145,7 @@ class TrainerSide:
         metadata = {"verl_global_steps": str(global_steps)}
         if not self.settings.background:
             if not publish:
-                return {METRIC_PREFIX + "published": 0.0}
+                return self._labelled({METRIC_PREFIX + "published": 0.0})
             done = core.submit(weights, version, metadata=metadata).result()
             return self._labelled(publication_metrics(done))
         start = time.monotonic()
