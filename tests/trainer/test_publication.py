@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 import threading
 import uuid
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.trainer.support import delete_bucket
+from tests.trainer.support import ROOT, delete_bucket
 from tests.trainer.weights import as_published, digests, gen, model, step
 from wanrl_s3 import (
     Publication,
@@ -295,3 +297,16 @@ def test_a_restarted_trainer_says_where_it_resumes(caplog: pytest.LogCaptureFixt
     restarted = TrainerPublisher(Publisher(store))
     restarted.submit(model(big=10), 1).result(60)
     assert "resuming from v0 in memory://" in caplog.text
+
+
+def test_the_trainer_core_imports_no_torch() -> None:
+    """torch is optional in the core: a numpy trainer never loads it."""
+    code = (
+        "import sys; from wanrl_s3 import TrainerPublisher, RankGroup, VersionPublisher; "
+        "import wanrl_s3.trainer.background, wanrl_s3.trainer.share; "
+        "print('torch' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    assert out.strip() == "False"
