@@ -22,6 +22,7 @@ from .errors import (
     LocalIOError,
     ManifestError,
     NotFoundError,
+    PublicationFailedError,
     SignatureError,
     StoreError,
     UsageError,
@@ -43,6 +44,12 @@ _LAZY: dict[str, str] = {
     "resume": ".publish.resume",
     "resume_point": ".publish.resume",
     "ResumePoint": ".publish.resume",
+    # the trainer core: what any trainer calls
+    "TrainerPublisher": ".trainer.publication",
+    "Publication": ".trainer.publication",
+    "VersionPublisher": ".trainer.protocol",
+    "RankGroup": ".trainer.ranks",
+    "PUBLISH_DTYPES": ".trainer.host_copy",
     # worker side: fetching and installing
     "Snapshot": ".fetch.subscriber",
     "Subscriber": ".fetch.subscriber",
@@ -80,6 +87,8 @@ _LAZY: dict[str, str] = {
     "WorkerStatus": ".fleet.status",
     "fleet_report": ".fleet.bcast",
     "read_statuses": ".fleet.status",
+    "StepStatusWriter": ".fleet.steps",
+    "VersionMap": ".fleet.steps",
     "StalenessConfig": ".staleness",
     "StalenessFilter": ".staleness",
     "Tagged": ".staleness",
@@ -102,6 +111,7 @@ if TYPE_CHECKING:
     from .fetch.watch import InstallResult, WatchConfig, Watcher
     from .fleet.bcast import fleet_report
     from .fleet.status import StatusReporter, WorkerStatus, read_statuses
+    from .fleet.steps import StepStatusWriter, VersionMap
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
     from .io.malloc import return_big_buffers
@@ -122,6 +132,10 @@ if TYPE_CHECKING:
         is_admissible,
     )
     from .store import ObjectStore, RetryPolicy, open_store
+    from .trainer.host_copy import PUBLISH_DTYPES
+    from .trainer.protocol import VersionPublisher
+    from .trainer.publication import Publication, TrainerPublisher
+    from .trainer.ranks import RankGroup
 
 
 def __getattr__(name: str) -> Any:
@@ -139,6 +153,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "DELTA_MODES",
+    "PUBLISH_DTYPES",
     "DirectoryInstaller",
     "FetchCancelled",
     "InfeasiblePlanError",
@@ -150,9 +165,12 @@ __all__ = [
     "ObjectStore",
     "Plan",
     "PlanInputs",
+    "Publication",
+    "PublicationFailedError",
     "PublishConfig",
     "PublishResult",
     "Publisher",
+    "RankGroup",
     "Region",
     "RegionsConfig",
     "ResumePoint",
@@ -166,14 +184,18 @@ __all__ = [
     "StalenessConfig",
     "StalenessFilter",
     "StatusReporter",
+    "StepStatusWriter",
     "StoreError",
     "StoreRoles",
     "Subscriber",
     "Tagged",
+    "TrainerPublisher",
     "UsageError",
     "VerificationError",
     "Verifier",
     "VersionConflictError",
+    "VersionMap",
+    "VersionPublisher",
     "WanrlError",
     "WatchConfig",
     "Watcher",

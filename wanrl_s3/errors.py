@@ -132,6 +132,26 @@ class PreconditionFailedError(StoreError):
     """
 
 
+class PublicationFailedError(WanrlError, RuntimeError):
+    """A background publication failed in a way that must stop the run.
+
+    Raised ``from`` its cause by the failed publication's future and, unless the
+    future raised it first, by the trainer's next submit or close
+    (:class:`wanrl_s3.TrainerPublisher`). The exit code is the cause's.
+    """
+
+    @classmethod
+    def of(cls, version: int, cause: BaseException) -> PublicationFailedError:
+        """The failure of ``version``'s publication, naming the cause (set ``from`` it)."""
+        error = cls(
+            f"wanrl_s3: the background publication of v{version} failed: "
+            f"{type(cause).__name__}: {cause}"
+        )
+        error.exit_code = cause.exit_code if isinstance(cause, WanrlError) else 1
+        error.__cause__ = cause
+        return error
+
+
 class FetchCancelled(WanrlError):
     """A fetch abandoned through its cancel event (a newer version made it moot).
 
@@ -149,6 +169,7 @@ __all__ = [
     "ManifestError",
     "NotFoundError",
     "PreconditionFailedError",
+    "PublicationFailedError",
     "SignatureError",
     "SigningKeyError",
     "StoreError",

@@ -138,7 +138,7 @@ def test_second_publish_of_a_version_is_refused_and_first_untouched(store: Objec
 def test_racing_publisher_loses_at_the_manifest(store: ObjectStore) -> None:
     """Both pass the early checks; the conditional create lets exactly one win."""
     a, b = Publisher(store, PublishConfig(delta="never")), Publisher(store)
-    b._check_claimable = lambda version: None  # type: ignore[method-assign]  # lost the race
+    b._writer._check_claimable = lambda version: None  # type: ignore[method-assign]  # lost the race
     a.publish({"w": np.ones(4, np.float32)}, 7)
     with pytest.raises(VersionConflictError, match="claimed by another publisher"):
         b.publish({"w": np.zeros(4, np.float32)}, 7)
@@ -153,7 +153,7 @@ def test_latest_never_moves_backwards(store: ObjectStore) -> None:
     pub.publish({"w": np.ones(2, np.float32)}, 4)
     # A slower publisher of an older version that already claimed its manifest:
     late = Publisher(store, PublishConfig(delta="never"))
-    late._check_claimable = lambda version: None  # type: ignore[method-assign]
+    late._writer._check_claimable = lambda version: None  # type: ignore[method-assign]
     result = late.publish({"w": np.zeros(2, np.float32)}, 2)
     assert not result.latest_moved
     assert Latest.from_json(store.get_bytes(layout.LATEST_KEY)).version == 4

@@ -104,7 +104,7 @@ def test_ranks_publish_shares_and_a_subscriber_pulls_the_whole_version(
     results = publish_all(pubs, state, 1)
     assert isinstance(results[0], PublishResult) and results[0].latest_moved
     assert results[1:] == [None] * (ranks - 1)
-    store = pubs[0]._publisher.store
+    store = pubs[0].store
     assert_bit_exact(pulled(store), state)
     manifest = Subscriber(store).manifest(1)
     # every rank uploaded a share of its own, balanced by bytes: the largest share is at
@@ -125,7 +125,7 @@ def test_deltas_across_ranks_keyframe_cadence_and_the_too_big_rule(
     s3_url: str, moto_endpoint: str
 ) -> None:
     pubs = ranks_of(s3_url, moto_endpoint, 3)
-    store = pubs[0]._publisher.store
+    store = pubs[0].store
     states = [model()]
     for v in range(1, 7):
         if v > 1:  # v5: new random values everywhere, no delta pays
@@ -152,7 +152,7 @@ def test_a_rank_without_a_base_sends_its_share_whole_and_the_cadence_holds(
     """A restarted rank (no base) beside ranks with bases: a delta version holding whole
     tensors; the restarted rank counts the chain from the store and agrees on the keyframe."""
     pubs = ranks_of(s3_url, moto_endpoint, 2)
-    store = pubs[0]._publisher.store
+    store = pubs[0].store
     states = [model(), nudge_state(model(), 0.01, seed=2)]
     for v, state in ((1, states[0]), (2, states[1])):
         publish_all(pubs, state, v)
@@ -189,7 +189,7 @@ def test_balanced_ranks_may_hold_placeholders_for_the_tensors_of_other_ranks(
         per_rank.append(held)
     results = publish_all(pubs, per_rank, 1)
     assert isinstance(results[0], PublishResult) and results[1:] == [None, None], results
-    assert_bit_exact(pulled(pubs[0]._publisher.store), state)
+    assert_bit_exact(pulled(pubs[0].store), state)
 
 
 def test_own_mode_each_rank_publishes_what_it_sees(s3_url: str, moto_endpoint: str) -> None:
@@ -199,7 +199,7 @@ def test_own_mode_each_rank_publishes_what_it_sees(s3_url: str, moto_endpoint: s
     pubs = ranks_of(s3_url, moto_endpoint, 2, assign="own")
     results = publish_all(pubs, shards, 1)
     assert isinstance(results[0], PublishResult)
-    assert_bit_exact(pulled(pubs[0]._publisher.store), state)
+    assert_bit_exact(pulled(pubs[0].store), state)
 
 
 def test_duplicate_names_across_shares_are_refused_and_nothing_is_visible(
@@ -207,7 +207,7 @@ def test_duplicate_names_across_shares_are_refused_and_nothing_is_visible(
 ) -> None:
     state = model()
     pubs = ranks_of(s3_url, moto_endpoint, 2, assign="own")
-    store = pubs[0]._publisher.store
+    store = pubs[0].store
     publish_all(pubs, [{"a": state["scale"]}, {"b": state["scale"]}], 1)
     overlapping = [dict(list(state.items())[:3]), dict(list(state.items())[2:])]
     results = publish_all(pubs, overlapping, 2)
@@ -225,7 +225,7 @@ def test_ranks_that_saw_different_streams_are_refused(s3_url: str, moto_endpoint
     pubs = ranks_of(s3_url, moto_endpoint, 2)
     results = publish_all(pubs, [state, fewer], 1)
     assert isinstance(results[0], UsageError) and "different tensor streams" in str(results[0])
-    assert latest.read(pubs[0]._publisher.store) is None
+    assert latest.read(pubs[0].store) is None
 
 
 def test_ranks_arrive_in_any_order(s3_url: str, moto_endpoint: str) -> None:
@@ -244,7 +244,7 @@ def test_ranks_arrive_in_any_order(s3_url: str, moto_endpoint: str) -> None:
         )
         assert isinstance(results[0], PublishResult), results
         assert results[1:] == [None, None]
-    assert_bit_exact(pulled(pubs[0]._publisher.store), state)
+    assert_bit_exact(pulled(pubs[0].store), state)
 
 
 def test_two_jobs_racing_for_a_version_one_wins_the_other_leaves_nothing(
@@ -271,7 +271,7 @@ def test_two_jobs_racing_for_a_version_one_wins_the_other_leaves_nothing(
     assert isinstance(results[loser], VersionConflictError)
     assert isinstance(results[loser + 1], VersionConflictError)
     assert results[won + 1] is None
-    store = jobs["job-a"][0]._publisher.store
+    store = jobs["job-a"][0].store
     assert_bit_exact(pulled(store), a if won == 0 else b)
     with Subscriber(store) as sub:
         referenced = {o.key for o in sub.manifest(1).objects}
@@ -325,7 +325,7 @@ def test_a_rank_that_fails_before_its_share_stops_the_others_at_once(
         with pytest.raises(StoreError, match=r"not committed: rank 2: it could not begin v1"):
             pubs[rank].publish(state, 1)
     assert sum(clock.sleeps) < 0.01 * timeout_s
-    store = pubs[0]._publisher.store
+    store = pubs[0].store
     assert latest.read(store) is None and not store.exists(layout.manifest_key(1))
     assert [k for k in keys_under(store, 1) if k.endswith(".bin")] == []
 
@@ -353,7 +353,7 @@ def test_a_record_from_another_launch_with_the_same_run_id_is_refused(
     assert isinstance(results[1], VersionConflictError)
     assert "give every launch its own run id" in str(results[1])
     assert isinstance(results[0], StoreError) and "gave up waiting" in str(results[0])
-    assert latest.read(second[0]._publisher.store) is None
+    assert latest.read(second[0].store) is None
 
 
 @pytest.mark.parametrize(

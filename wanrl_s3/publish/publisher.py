@@ -50,6 +50,7 @@ from ..format.manifests import check_claimable, read_stored
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
 from ..store import ObjectStore
 from ..units import MiB, require_int, require_positive
+from .assign import ShareSelector
 from .payload import PayloadWriter
 
 DELTA_MODES = ("auto", "never", "always")
@@ -126,7 +127,7 @@ class PublishResult:
 
 
 @dataclass
-class _Base:
+class DeltaBase:
     """The bits of the last committed version, held to encode the next delta against."""
 
     version: int
@@ -138,13 +139,13 @@ class _Base:
 
 
 @dataclass
-class _Draft:
+class Draft:
     """A version whose payload is written but whose manifest is not yet committed."""
 
     entries: list[TensorEntry]
     objects: tuple[ObjectRef, ...]
     writer: PayloadWriter
-    base: _Base | None
+    base: DeltaBase | None
 
     def manifest(self, run_id: str, version: int, metadata: Mapping[str, str]) -> Manifest:
         base = self.base
@@ -165,7 +166,9 @@ class _Draft:
 class Publisher:
     """Publishes versions of one run to one store, or to several (fanout).
 
-    Not thread-safe: one publish at a time.
+    Not thread-safe: one publish at a time. A :class:`~wanrl_s3.VersionPublisher`
+    (rank 0 of 1), so the trainer core (:class:`~wanrl_s3.TrainerPublisher`) drives
+    it; its steps are a :class:`VersionWriter`, which ``ShardedPublisher`` shares.
     """
 
     def __init__(
@@ -180,15 +183,26 @@ class Publisher:
         """``store``: one store, or several that each get every version (the first is the
         primary). ``keep_base=False`` holds no copy of the published bits (a one-shot publish).
         """
-        self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
-        if not self.stores:
-            raise UsageError("a Publisher needs at least one store")
+        self._writer = VersionWriter(store, config, signer=signer, keep_base=keep_base)
+        self.stores = self._writer.stores
         self.store = self.stores[0]
         self.keep_base = keep_base
-        self.config = config or PublishConfig()
+        self.config = self._writer.config
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.signer = signer
-        self._base: _Base | None = None
+
+    @property
+    def rank(self) -> int:
+        """0: one process publishes every version whole."""
+        return 0
+
+    @property
+    def ranks(self) -> int:
+        return 1
+
+    def share_selector(self) -> ShareSelector | None:
+        """None: this publisher publishes every tensor it is given."""
+        return None
 
     def adopt_base(
         self,
@@ -209,13 +223,15 @@ class Publisher:
         the next delta's manifest pins (see :attr:`Manifest.digest`).
         """
         bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
-        self._base = _Base(
-            layout.check_version(version),
-            keyframe_version,
-            since_keyframe,
-            bits,
-            borrowed=borrow,
-            manifest_hash=manifest_hash,
+        self._writer.hold(
+            DeltaBase(
+                layout.check_version(version),
+                keyframe_version,
+                since_keyframe,
+                bits,
+                borrowed=borrow,
+                manifest_hash=manifest_hash,
+            )
         )
 
     def publish(
@@ -233,29 +249,63 @@ class Publisher:
         count once it is encoded and handed to the uploads.
         """
         start = time.monotonic()
-        base, held = self._begin(version)
-        draft = self._write(iter_items(tensors), version, base, held, progress)
+        steps = self._writer
+        base, held = steps.begin(version)
+        draft = steps.write(iter_items(tensors), version, base, held, progress)
         manifest = draft.manifest(self.run_id, version, metadata or {})
-        if base is not None and self._delta_too_big(manifest):
+        if base is not None and steps.delta_too_big(manifest):
             source = held if held is not None else tensors if isinstance(tensors, Mapping) else None
             if source is not None:  # a keyframe instead; a one-pass generator can't be re-read
                 draft.writer.delete_objects()
-                draft = self._write(iter_items(dict(source)), version, None, held)
+                draft = steps.write(iter_items(dict(source)), version, None, held)
                 manifest = draft.manifest(self.run_id, version, metadata or {})
-        manifest = self._sign(manifest.validate())
-        self._commit_manifest(manifest, (draft.writer.publish_id,), draft.writer.delete_objects)
-        moved = self._advance(manifest)
+        manifest = steps.sign(manifest.validate())
+        steps.commit(manifest, (draft.writer.publish_id,), draft.writer.delete_objects)
+        moved = steps.advance(manifest)
         if held is not None:
             since = 0 if manifest.kind == "full" else base.since_keyframe + 1  # type: ignore[union-attr]
-            self._keep(manifest, held, since)
+            steps.keep(manifest, held, since)
         return PublishResult.of(manifest, time.monotonic() - start, moved)
 
-    # -- the steps, shared with publish.shard (each rank publishes a share) ----------
-    def _begin(self, version: int) -> tuple[_Base | None, dict[str, np.ndarray] | None]:
+
+class VersionWriter:
+    """The steps of one publication, which Publisher and ShardedPublisher share.
+
+    Check that a version is claimable, encode tensors against the held delta base
+    and upload them, sign the manifest, create it only if absent, move LATEST,
+    and hold the committed bits as the next base. :class:`Publisher` runs the
+    steps for a whole version; ``ShardedPublisher`` runs them for one rank's share
+    and commits the merged shares with the same :meth:`commit` and :meth:`advance`.
+    Not thread-safe: one publication at a time.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore | Sequence[ObjectStore],
+        config: PublishConfig | None = None,
+        *,
+        signer: Any = None,
+        keep_base: bool = True,
+    ) -> None:
+        self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
+        if not self.stores:
+            raise UsageError("a Publisher needs at least one store")
+        self.store = self.stores[0]
+        self.config = config or PublishConfig()
+        self.signer = signer
+        self.keep_base = keep_base
+        self._base: DeltaBase | None = None
+
+    def hold(self, base: DeltaBase) -> None:
+        """Hold ``base`` (verified, or just committed) to encode the next delta against."""
+        self._base = base
+
+    # -- the steps ------------------------------------------------------------------
+    def begin(self, version: int) -> tuple[DeltaBase | None, dict[str, np.ndarray] | None]:
         """Check ``version`` is claimable; the delta base, and the dict the new bits go into.
 
         The held bits change in place while encoding, so the base is forgotten until
-        :meth:`_keep` restores it after a commit (a failed publish leaves no base).
+        :meth:`keep` restores it after a commit (a failed publish leaves no base).
         """
         layout.check_version(version)
         self._check_claimable(version)
@@ -265,17 +315,19 @@ class Publisher:
             return base, None
         return base, prior.bits if prior is not None and not prior.borrowed else {}
 
-    def _keep(self, manifest: Manifest, held: dict[str, np.ndarray], since_keyframe: int) -> None:
+    def keep(self, manifest: Manifest, held: dict[str, np.ndarray], since_keyframe: int) -> None:
         """Hold ``held`` (the bits just committed in ``manifest``) as the next delta's base."""
-        self._base = _Base(
-            manifest.version,
-            manifest.keyframe_version or manifest.version,
-            since_keyframe,
-            held,
-            manifest_hash=manifest.digest,
+        self.hold(
+            DeltaBase(
+                manifest.version,
+                manifest.keyframe_version or manifest.version,
+                since_keyframe,
+                held,
+                manifest_hash=manifest.digest,
+            )
         )
 
-    def _advance(self, manifest: Manifest) -> bool:
+    def advance(self, manifest: Manifest) -> bool:
         """Move LATEST to ``manifest`` in every store; True if it moved everywhere."""
         pointer = self._pointer(manifest)
         return all([latest.advance(store, manifest, pointer=pointer) for store in self.stores])
@@ -284,12 +336,12 @@ class Publisher:
     def _keeps_base(self) -> bool:
         return self.config.delta != "never" and self.keep_base
 
-    # -- steps --------------------------------------------------------------------
+    # -- helpers ------------------------------------------------------------------
     def _check_claimable(self, version: int) -> None:
         for store in self.stores:
             check_claimable(store, version)
 
-    def _delta_base(self, version: int) -> _Base | None:
+    def _delta_base(self, version: int) -> DeltaBase | None:
         base, cfg = self._base, self.config
         if base is None or cfg.delta == "never" or base.version >= version:
             return None
@@ -297,16 +349,16 @@ class Publisher:
             return None
         return base
 
-    def _write(
+    def write(
         self,
         items: Iterator[tuple[str, Any]],
         version: int,
-        base: _Base | None,
+        base: DeltaBase | None,
         held: dict[str, np.ndarray] | None,
         progress: Callable[[int], None] | None = None,
         *,
         allow_empty: bool = False,
-    ) -> _Draft:
+    ) -> Draft:
         """Encode and upload ``items``; ``allow_empty``: a rank's share may hold no tensor."""
         cfg = self.config
         writer = PayloadWriter(
@@ -333,7 +385,7 @@ class Publisher:
         if held is not None:
             for gone in set(held) - {e.name for e in entries}:
                 del held[gone]
-        return _Draft(entries, objects, writer, base)
+        return Draft(entries, objects, writer, base)
 
     def _encode(
         self,
@@ -341,7 +393,7 @@ class Publisher:
         x: Any,
         writer: PayloadWriter,
         held: dict[str, np.ndarray] | None,
-        base: _Base | None,
+        base: DeltaBase | None,
     ) -> TensorEntry:
         """One tensor: an XOR delta against the base bits when that pays, else the whole tensor.
 
@@ -395,7 +447,7 @@ class Publisher:
             payload.changed,
         )
 
-    def _delta_too_big(self, manifest: Manifest) -> bool:
+    def delta_too_big(self, manifest: Manifest) -> bool:
         return (
             self.config.delta == "auto"
             and manifest.stored_bytes > self.config.max_delta_fraction * manifest.raw_bytes
@@ -409,12 +461,12 @@ class Publisher:
             self.signer
         )
 
-    def _sign(self, manifest: Manifest) -> Manifest:
+    def sign(self, manifest: Manifest) -> Manifest:
         if self.signer is None:
             return manifest
         return manifest.with_signature(self.signer.sign(manifest.signing_bytes()))
 
-    def _commit_manifest(
+    def commit(
         self,
         manifest: Manifest,
         publish_ids: Sequence[str],

@@ -2,7 +2,7 @@
 
 Every rank calls :meth:`ShardedPublisher.publish` with the same version. Each
 encodes and uploads a disjoint share of the tensors with the single-process
-publisher's own code (:class:`~wanrl_s3.publish.publisher.Publisher`: same
+publisher's own steps (:class:`~wanrl_s3.publish.publisher.VersionWriter`: same
 payload objects, codecs and commit protocol), then posts a share record in the
 store (:mod:`~wanrl_s3.publish.share_record`). The committing rank waits for
 all R records, checks them (same run, version and base, disjoint names, same
@@ -74,7 +74,7 @@ from ..store import SYSTEM_CLOCK, Clock, ObjectStore
 from ..units import require_positive
 from .assign import ShareSelector, check_rank
 from .merge import merge
-from .publisher import PublishConfig, Publisher, PublishResult, _Base, _Draft
+from .publisher import DeltaBase, Draft, PublishConfig, PublishResult, VersionWriter
 from .rendezvous import Rendezvous
 from .share_record import ASSIGN_MODES, ShareRecord
 
@@ -112,6 +112,9 @@ class ShardedPublisher:
     tensors that are not its own, never their data (:class:`~wanrl_s3.ShareSelector`
     decides which are, with the same rule): other ranks' tensors may be storage-less
     placeholders (torch ``meta`` tensors), so a rank need hold only its share.
+
+    A :class:`~wanrl_s3.VersionPublisher`, like :class:`~wanrl_s3.Publisher`: the
+    trainer core (:class:`~wanrl_s3.TrainerPublisher`) drives either.
     """
 
     def __init__(
@@ -137,8 +140,19 @@ class ShardedPublisher:
             raise UsageError(
                 f"run_id must be 1-128 characters of letters, digits and '._-', got {run_id!r}"
             )
-        self._publisher = Publisher(store, config, run_id=run_id, signer=signer)
+        self._writer = VersionWriter(store, config, signer=signer)
+        self._run_id = run_id
         self.clock = clock or SYSTEM_CLOCK
+
+    @property
+    def store(self) -> ObjectStore:
+        """The primary store, where the ranks meet."""
+        return self._writer.store
+
+    @property
+    def stores(self) -> tuple[ObjectStore, ...]:
+        """Every store each version is written to (the first is the primary)."""
+        return self._writer.stores
 
     @property
     def rank(self) -> int:
@@ -152,15 +166,30 @@ class ShardedPublisher:
 
     @property
     def run_id(self) -> str:
-        return self._publisher.run_id
+        return self._run_id
 
     @property
     def config(self) -> PublishConfig:
-        return self._publisher.config
+        return self._writer.config
+
+    @property
+    def signer(self) -> Any:
+        return self._writer.signer
 
     @property
     def is_committer(self) -> bool:
         return self._spec.rank == self._spec.commit_rank
+
+    def share_selector(self) -> ShareSelector | None:
+        """This rank's picks out of one version's stream, when every rank sees it whole.
+
+        With ``assign="balanced"``, a fresh selector with the very rule
+        :meth:`publish` applies: a caller fed the stream first (a host copy that keeps
+        only this rank's tensors) knows the share as the tensors go past. None with
+        ``"own"``: this rank publishes every tensor it is given.
+        """
+        spec = self._spec
+        return ShareSelector(spec.rank, spec.ranks) if spec.assign == "balanced" else None
 
     def publish(
         self,
@@ -181,11 +210,11 @@ class ShardedPublisher:
         """
         start = time.monotonic()
         meet = Rendezvous(
-            self._publisher.store, layout.check_version(version), self.run_id, self._spec.ranks,
+            self._writer.store, layout.check_version(version), self.run_id, self._spec.ranks,
             self._spec.timeout_s, self._spec.poll_s, self.clock,
         )  # fmt: skip
         try:
-            base, held = self._publisher._begin(version)
+            base, held = self._writer.begin(version)
         except BaseException as exc:  # e.g. LATEST unreadable here only: stop the others now
             meet.abort(self._spec.rank, f"it could not begin v{version}: {exc}")
             raise
@@ -195,7 +224,7 @@ class ShardedPublisher:
         else:
             manifest, moved = self._confirm(draft, own, meet), False
         if held is not None:
-            self._publisher._keep(manifest, held, self._since_keyframe(manifest, base))
+            self._writer.keep(manifest, held, self._since_keyframe(manifest, base))
         if not self.is_committer:
             return None
         return PublishResult.of(manifest, time.monotonic() - start, moved)
@@ -205,17 +234,17 @@ class ShardedPublisher:
         self,
         tensors: StateDict,
         version: int,
-        base: _Base | None,
+        base: DeltaBase | None,
         held: dict[str, Any] | None,
         progress: Callable[[int], None] | None,
         meet: Rendezvous,
-    ) -> tuple[_Draft, ShareRecord]:
+    ) -> tuple[Draft, ShareRecord]:
         """Encode and upload this rank's share, then post its record."""
         spec = self._spec
         selector = ShareSelector(spec.rank, spec.ranks, spec.assign)
         items = selector.select(iter_items(tensors))
         try:
-            draft = self._publisher._write(items, version, base, held, progress, allow_empty=True)
+            draft = self._writer.write(items, version, base, held, progress, allow_empty=True)
         except BaseException as exc:
             meet.abort(spec.rank, f"its share failed: {exc}")
             raise
@@ -237,7 +266,7 @@ class ShardedPublisher:
             raise
         return draft, record
 
-    def _since_keyframe(self, manifest: Manifest, base: _Base | None) -> int:
+    def _since_keyframe(self, manifest: Manifest, base: DeltaBase | None) -> int:
         """Versions since the keyframe, as every rank counts them from the committed manifest.
 
         A delta version over the fraction makes the next version a keyframe on every
@@ -246,11 +275,13 @@ class ShardedPublisher:
         cfg = self.config
         if manifest.kind == "full":
             return 0
-        if self._publisher._delta_too_big(manifest):
+        if self._writer.delta_too_big(manifest):
             return cfg.keyframe_every
         if base is not None and base.version == manifest.base_version:
             return base.since_keyframe + 1
-        return len(Manifests(self._publisher.store).chain(manifest.version)) - 1  # no base here
+        return (
+            len(Manifests(self._writer.store).chain(manifest.version)) - 1
+        )  # this rank had no base
 
     def _discard(self, records: Sequence[ShareRecord], stores: Sequence[ObjectStore]) -> None:
         """Remove the payload of ``records`` from ``stores`` (best effort; gc collects the rest)."""
@@ -266,12 +297,12 @@ class ShardedPublisher:
     def _commit(
         self, own: ShareRecord, meet: Rendezvous, metadata: Mapping[str, str]
     ) -> tuple[Manifest, bool]:
-        pub, records = self._publisher, [own]
+        pub, records = self._writer, [own]
         try:
             records = meet.gather(own)
             manifest = merge(records, metadata=metadata, created_at_s=time.time())
             _check_landed(pub.stores, records)
-            manifest = pub._sign(manifest.validate())
+            manifest = pub.sign(manifest.validate())
         except BaseException as exc:
             meet.abort(self._spec.rank, f"the committing rank gave up: {exc}")
             self._discard(records, pub.stores)
@@ -282,7 +313,7 @@ class ShardedPublisher:
                 ) from exc
             raise
         try:
-            pub._commit_manifest(
+            pub.commit(
                 manifest,
                 [r.publish_id for r in records],
                 lambda stores: self._discard(records, stores),
@@ -291,10 +322,10 @@ class ShardedPublisher:
             meet.abort(self._spec.rank, str(exc))
             raise
         meet.clear(range(self._spec.ranks))
-        return manifest, pub._advance(manifest)
+        return manifest, pub.advance(manifest)
 
     # -- the other ranks --------------------------------------------------------------
-    def _confirm(self, draft: _Draft, own: ShareRecord, meet: Rendezvous) -> Manifest:
+    def _confirm(self, draft: Draft, own: ShareRecord, meet: Rendezvous) -> Manifest:
         """Wait for the commit; the manifest, if it holds this share."""
         wait_s = 2 * self._spec.timeout_s
         try:
@@ -309,7 +340,7 @@ class ShardedPublisher:
             draft.writer.delete_objects()
             raise VersionConflictError(
                 f"v{own.version} was committed by another publisher (run {manifest.run_id!r}) "
-                f"at {self._publisher.store.url}; this rank's share was removed"
+                f"at {self._writer.store.url}; this rank's share was removed"
             )
         return manifest
 

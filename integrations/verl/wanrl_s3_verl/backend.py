@@ -11,14 +11,15 @@ verl builds the engine on two kinds of process (notes/verl-0.9.1.md, section 3):
 
 * trainer ranks pass ``is_master``: the master publishes each sync's weights (cast to
   bf16, an XOR delta against its last publication, keyframes as configured) as
-  version ``global_steps``, by default on a background thread once they are copied to
-  host memory (:mod:`wanrl_s3_verl.trainer_side`); the other ranks drain verl's
-  generator, whose FSDP all-gathers need every rank in lockstep;
+  version ``global_steps`` through the trainer core (:class:`wanrl_s3.TrainerPublisher`:
+  by default the sync returns once they are copied to host memory, and the
+  publication runs in the background); the other ranks drain verl's generator, whose
+  FSDP all-gathers need every rank in lockstep (:class:`TrainerSide`);
 * rollout ranks (``CheckpointEngineWorker``) pass no ``is_master``: a background
   :class:`~wanrl_s3.watch.Watcher` keeps the newest verified version in host memory,
   and ``receive_weights`` hands over whatever is ready without waiting for a
   download (invariant 7), recording what it installed at which step for the
-  staleness filters (:mod:`wanrl_s3_verl.versions`).
+  staleness filters (:class:`wanrl_s3.StepStatusWriter`).
 
 No process group is needed: the bucket is the rendezvous.
 """
@@ -27,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+import time
+from collections.abc import AsyncGenerator, Generator, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import torch
@@ -35,9 +38,19 @@ from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegist
 
 from wanrl_s3 import (
     InstallResult,
+    Publication,
+    PublishConfig,
+    Publisher,
+    PublishResult,
+    RankGroup,
+    ShardedPublisher,
+    Signer,
     Snapshot,
+    StepStatusWriter,
     Subscriber,
+    TrainerPublisher,
     Verifier,
+    VersionPublisher,
     WatchConfig,
     Watcher,
     return_big_buffers,
@@ -45,12 +58,210 @@ from wanrl_s3 import (
 )
 from wanrl_s3.errors import UsageError
 
+from .clock import ClockTicker
 from .config import EngineSettings
-from .trainer_side import TrainerSide, Weights
-from .versions import StepStatusWriter
 
 log = logging.getLogger(__name__)
 BACKEND = "wanrl_s3"
+METRIC_PREFIX = "wanrl_s3/"
+Weights = Generator[tuple[str, torch.Tensor], None, None]
+
+
+def drain(weights: Iterator[Any]) -> None:
+    """Run verl's generator to its end: each step may be a collective every rank must join."""
+    for _ in weights:
+        pass
+
+
+class TrainerSide:
+    """The trainer ranks' side: verl's syncs, settings and metrics over the trainer core.
+
+    The master publishes each version through :class:`wanrl_s3.TrainerPublisher`
+    (``publish_ranks: all``: every rank publishes its share through a
+    :class:`wanrl_s3.ShardedPublisher`, and the master commits); what stops the run
+    is the core's policy. Every rank runs verl's generator to its end, whatever
+    happens. ``group`` (``publish_ranks: all``): this rank, the rank count and the
+    launch's run id; left None it is found at the first sync (from the process
+    group, the run id broadcast from rank 0); tests set it before the first sync.
+    """
+
+    def __init__(
+        self, settings: EngineSettings, is_master: bool, group: RankGroup | None = None
+    ) -> None:
+        self.settings = settings
+        self.is_master = is_master
+        self.group = group
+        self.sharded = settings.publish_ranks == "all"
+        self.syncs = 0
+        self.core: TrainerPublisher | None = None
+        self.pending: Future[Publication] | None = None  # reported at the next sync
+        self.clock = ClockTicker()
+        if not (is_master or self.sharded):
+            return
+        self.stores = settings.publish_stores()
+        key = settings.signing_key if is_master else None  # the committing rank: the master
+        self.signer = Signer.from_file(key) if key else None
+        self.config = PublishConfig(
+            delta=settings.delta,
+            keyframe_every=settings.keyframe_every,
+            concurrency=settings.concurrency,
+        )
+        if not self.sharded:
+            self.core = self._core(Publisher(self.stores, self.config, signer=self.signer))
+
+    def _core(self, publisher: VersionPublisher) -> TrainerPublisher:
+        return TrainerPublisher(
+            publisher,
+            dtype=self.settings.dtype,
+            background=self.settings.background,
+            close_wait_s=self.settings.close_wait_s,
+        )
+
+    def publishes_at(self, global_steps: int | None) -> bool:
+        """The first sync of this process, then every ``publish_every`` steps (kappa)."""
+        if self.syncs == 0:
+            return True
+        step = self.syncs if global_steps is None else global_steps
+        return step % self.settings.publish_every == 0
+
+    def send(self, weights: Weights, global_steps: int | None) -> dict[str, float]:
+        try:
+            metrics = self._send(weights, global_steps)
+        finally:
+            drain(weights)  # after an error too: the other ranks are waiting in lockstep
+        if self.is_master and global_steps is not None:
+            self.clock.tick(global_steps)  # the learner now holds this version
+        return metrics
+
+    def _send(self, weights: Weights, global_steps: int | None) -> dict[str, float]:
+        publish = self.publishes_at(global_steps)
+        self.syncs += 1
+        if self.sharded and self.core is None:
+            self.core = self._core(self._join())
+        core = self.core
+        if core is None:
+            return {}
+        version = global_steps if global_steps is not None else self.syncs - 1
+        metadata = {"verl_global_steps": str(global_steps)}
+        if not self.settings.background:
+            if not publish:
+                return self._labelled({METRIC_PREFIX + "published": 0.0})
+            done = core.submit(weights, version, metadata=metadata).result()
+            return self._labelled(publication_metrics(done))
+        start = time.monotonic()
+        if publish:
+            core.wait()
+        wait_s = time.monotonic() - start
+        metrics = self._collect()  # raises the previous one's failure
+        if not publish:
+            return self._labelled({**metrics, METRIC_PREFIX + "queued": 0.0})
+        start = time.monotonic()
+        self.pending = core.submit(weights, version, metadata=metadata)
+        metrics.update(
+            {
+                METRIC_PREFIX + "queued": 1.0,
+                METRIC_PREFIX + "queued_version": float(version),
+                METRIC_PREFIX + "publish_wait_s": wait_s,
+                METRIC_PREFIX + "publish_copy_s": time.monotonic() - start,
+            }
+        )
+        if self.sharded:
+            metrics[METRIC_PREFIX + "share_bytes"] = float(core.host_bytes)
+        return self._labelled(metrics)
+
+    def _join(self) -> ShardedPublisher:
+        """This rank's part in publishing from every rank (at the first sync: a collective)."""
+        if self.group is None:
+            self.group = RankGroup.discover(prefix="verl", require_group=not self.is_master)
+        group = self.group
+        if (group.rank == 0) != self.is_master:
+            raise UsageError(
+                "publish_ranks: all: the master commits and signs, so it must be rank 0 "
+                f"(verl's rule); this rank is {group.rank} with is_master={self.is_master}"
+            )
+        log.info(
+            "wanrl_s3: rank %d of %d publishes its share (assign=%s, run %s)",
+            group.rank,
+            group.ranks,
+            self.settings.assign,
+            group.run_id,
+        )
+        return ShardedPublisher(
+            self.stores,
+            self.config,
+            rank=group.rank,
+            ranks=group.ranks,
+            run_id=group.run_id,
+            assign=self.settings.assign,
+            signer=self.signer,
+            timeout_s=self.settings.share_timeout_s,
+        )
+
+    def _collect(self) -> dict[str, float]:
+        """The finished background publication's figures, once; raises its failure."""
+        pending = self.pending
+        if pending is None or not pending.done():
+            return {}
+        self.pending = None
+        return background_metrics(pending.result())
+
+    def _labelled(self, metrics: dict[str, float]) -> dict[str, float]:
+        """A non-committing rank's figures under ``wanrl_s3/rank<r>/`` (verl merges the ranks')."""
+        if not self.sharded or self.group is None or self.group.rank == 0:
+            return metrics
+        label = f"{METRIC_PREFIX}rank{self.group.rank}/"
+        return {label + key.removeprefix(METRIC_PREFIX): value for key, value in metrics.items()}
+
+    def wait_published(self, timeout_s: float | None = None) -> dict[str, float] | None:
+        """Wait for the background publication; its figures (the next sync reports them too).
+
+        None while it is still running at ``timeout_s``, {} when there is none;
+        raises :class:`wanrl_s3.errors.PublicationFailedError` if it failed.
+        """
+        if self.core is None or not self.settings.background:
+            return {}
+        if not self.core.wait(timeout_s):
+            return None
+        pending = self.pending
+        return {} if pending is None else self._labelled(background_metrics(pending.result()))
+
+    def close(self) -> bool:
+        """Let a publication in flight finish (``close_wait_s`` at most); True if none is left."""
+        return True if self.core is None else self.core.close()
+
+
+def publication_metrics(done: Publication) -> dict[str, float]:
+    """How a publication ended, as verl's metrics: numbers only (its loggers reduce them)."""
+    if done.result is not None:
+        return publish_metrics(done.result)
+    if done.skipped is not None:
+        return {METRIC_PREFIX + "published": 0.0}
+    if done.failed is not None:
+        return {METRIC_PREFIX + "published": 0.0, METRIC_PREFIX + "failed": 1.0}
+    # not the committing rank: its share is in the committed version
+    return {METRIC_PREFIX + "published": 1.0, METRIC_PREFIX + "publish_s": done.seconds}
+
+
+def background_metrics(done: Publication) -> dict[str, float]:
+    """A background publication's figures, reported at a later sync: with its version."""
+    return {METRIC_PREFIX + "version": float(done.version), **publication_metrics(done)}
+
+
+def publish_metrics(result: PublishResult) -> dict[str, float]:
+    """The committed version's figures."""
+    density = 1.0 if result.density is None else result.density
+    return {
+        METRIC_PREFIX + key: float(value)
+        for key, value in (
+            ("published", 1),
+            ("version", result.version),
+            ("is_delta", result.kind == "delta"),
+            ("publish_s", result.seconds),
+            ("stored_bytes", result.stored_bytes),
+            ("raw_bytes", result.raw_bytes),
+            ("density", density),
+        )
+    }
 
 
 class RolloutSide:
@@ -216,7 +427,8 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         """Trainer master: wait for the background publication and return its figures.
 
         None if it is still running after ``timeout_s``; {} when there is none (or
-        ``background`` is off); raises ``PublicationFailedError`` if it failed.
+        ``background`` is off); raises :class:`wanrl_s3.errors.PublicationFailedError`
+        if it failed.
         """
         if self.trainer is None:
             raise UsageError("wait_published is a trainer engine's method")
@@ -226,7 +438,7 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         """Stop the background threads (verl never calls this; tests and exit hooks do).
 
         A trainer's publication in flight is given ``close_wait_s`` to finish; at
-        interpreter exit that happens without a call (see :mod:`.background`).
+        interpreter exit that happens without a call (the trainer core's exit hook).
         """
         if self.rollout is not None:
             self.rollout.close()

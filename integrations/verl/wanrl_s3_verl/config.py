@@ -18,8 +18,10 @@ from typing import Any, ClassVar, TypeVar
 
 from wanrl_s3 import (
     DELTA_MODES,
+    PUBLISH_DTYPES,
     StalenessConfig,
     StoreRoles,
+    VersionMap,
     check_staleness,
     check_worker_id,
     store_roles,
@@ -27,12 +29,9 @@ from wanrl_s3 import (
 from wanrl_s3.errors import UsageError
 from wanrl_s3.store import ObjectStore
 
-from .versions import VersionMap
-
 ENGINE_KEY = "actor_rollout_ref.rollout.checkpoint_engine.engine_kwargs.wanrl_s3"
 SAMPLER_KEY = "trainer.v1.sampler.sampler_kwargs"
 QUEUE_KEY = "wanrl_s3.message_queue"
-DTYPES = ("bf16", "keep")
 PUBLISH_RANKS = ("master", "all")
 ASSIGN_MODES = ("balanced", "own")
 
@@ -225,7 +224,7 @@ class EngineSettings(StoreSettings):
         self._choice("delta", DELTA_MODES)
         self._int("keyframe_every", 1)
         self._int("publish_every", 1)
-        self._choice("dtype", DTYPES)
+        self._choice("dtype", PUBLISH_DTYPES)
         self._float("poll_interval_s", 0.0, strict=True)
         self._int("concurrency", 1)
         self._float("wait_for_first_s", 0.0, strict=False)
@@ -266,7 +265,7 @@ class FilterSettings(StoreSettings):
 
     Without ``store_url`` a trajectory's verl tag (``min_global_steps``) is taken at
     face value; with it, the tag is mapped to the policy version the rollout
-    workers had actually installed at that step (see :mod:`wanrl_s3_verl.versions`).
+    workers had actually installed at that step (:class:`wanrl_s3.VersionMap`).
     """
 
     KEY: ClassVar[str] = SAMPLER_KEY
@@ -304,3 +303,9 @@ class QueueSettings(FilterSettings):
     """The fully-async MessageQueue adapter's settings (same keys as the sampler's)."""
 
     KEY: ClassVar[str] = QUEUE_KEY
+
+
+def true_version(versions: VersionMap | None, global_steps: int) -> int:
+    """A verl step tag's policy version: as the rollout workers recorded it, or (without
+    a store to read their records from) the tag itself."""
+    return global_steps if versions is None else versions.true_version(global_steps)

@@ -17,7 +17,7 @@ backend advances at every sync). That last one is the version the sample was
 *finished* under: a sample that spans a weight sync (partial rollout) looks younger
 by its span (docs/verl.md). With a store configured, a verl version tag is then
 mapped to the version the rollout workers had really installed
-(:class:`~wanrl_s3_verl.versions.VersionMap`).
+(:class:`wanrl_s3.VersionMap`).
 
 The learner's version at get time is the clock's, unless the owner calls
 :meth:`StalenessMessageQueueClient.advance` itself.
@@ -35,12 +35,11 @@ from typing import Any
 import ray
 from verl.experimental.fully_async_policy.message_queue import MessageQueueClient
 
-from wanrl_s3 import StalenessFilter
+from wanrl_s3 import StalenessFilter, VersionMap
 from wanrl_s3.errors import UsageError
 
 from .clock import CLOCK_NAME, find_clock
-from .config import QueueSettings
-from .versions import VersionMap, face_value
+from .config import QueueSettings, true_version
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +206,7 @@ class StalenessMessageQueueClient(MessageQueueClient):
         if learner is not None and learner > local.filter.learner_version:
             local.filter.advance(learner)
         tag, payload = ours
-        version = face_value(tag) if local.versions is None else local.versions.true_version(tag)
+        version = true_version(local.versions, tag)
         admitted = local.filter.offer(payload, version=version, at_get=True)
         local.decisions += 1
         if self.log_every and local.decisions % self.log_every == 0:

@@ -12,7 +12,7 @@ It is verl's ``ReplayBufferAsync`` with one more eviction rule, the published on
 and a prompt group is admitted only if its oldest trajectory's version ``v``
 satisfies ``v >= (g - 1) - S``. A trajectory's version is its verl tag
 ``min_global_steps`` mapped through the rollout workers' status objects to the
-version they had really installed (:class:`~wanrl_s3_verl.versions.VersionMap`);
+version they had really installed (:class:`wanrl_s3.VersionMap`);
 without ``store_url`` the tag is taken at face value. verl's own rule
 (``max_off_policy_threshold``, counted from the prompt's dataloader step) still
 applies on top when it is set; ``null`` leaves the decision to this one.
@@ -37,8 +37,7 @@ from verl.trainer.ppo.v1.replay_buffer import ReplayBufferAsync
 from wanrl_s3 import StalenessFilter, is_admissible
 from wanrl_s3.errors import UsageError
 
-from .config import FilterSettings
-from .versions import face_value
+from .config import FilterSettings, true_version
 
 log = logging.getLogger(__name__)
 VAL = "val"
@@ -74,11 +73,7 @@ class StalenessReplayBuffer(ReplayBufferAsync):
 
     # -- versions -------------------------------------------------------------------------
     def true_version(self, global_steps: int) -> int:
-        return (
-            face_value(global_steps)
-            if self.versions is None
-            else self.versions.true_version(global_steps)
-        )
+        return true_version(self.versions, global_steps)
 
     def _group_versions(self, partition_id: str) -> dict[str, int]:
         """uid -> the true version of its oldest trajectory, for every finished group."""

@@ -23,7 +23,7 @@ from verl.utils.import_utils import import_external_libs
 from verl.workers.rollout import BaseRollout
 from verl.workers.rollout.utils import ensure_async_iterator
 
-from .weights import digests, policy
+from tests.trainer.weights import digests, policy
 
 
 class FakeActorWorker(Worker):

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from verl.checkpoint_engine.base import CheckpointEngineRegistry
 from verl.utils.import_utils import import_external_libs
 
-from tests.integrations.verl.weights import digests
+from tests.trainer.weights import digests
 
 
 def reply(obj: dict[str, Any]) -> None:

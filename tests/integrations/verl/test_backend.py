@@ -18,23 +18,13 @@ import torch
 from verl.checkpoint_engine.base import CheckpointEngineRegistry
 from verl.utils.import_utils import import_external_libs
 
+from tests.trainer.support import ChildProcess, delete_bucket
+from tests.trainer.weights import digests, gen, model, step
+from wanrl_s3 import VersionMap
 from wanrl_s3.errors import UsageError
 from wanrl_s3.store import open_store
-from wanrl_s3_verl.versions import VersionMap
 
-from .engines import (
-    MODULE,
-    ChildProcess,
-    delete_bucket,
-    expected,
-    gen,
-    model,
-    new_engine,
-    publish,
-    send,
-    step,
-)
-from .weights import digests
+from .engines import MODULE, expected, new_engine, publish, send
 
 CHILD = "tests.integrations.verl.rollout_child"
 

@@ -16,11 +16,11 @@ from typing import Any
 import ray
 from omegaconf import OmegaConf
 
+from tests.trainer.weights import expected
+from wanrl_s3 import VersionMap
 from wanrl_s3.store import open_store
-from wanrl_s3_verl.versions import VersionMap
 
 from .fakes import FakeActorWorker, FakeReplica, FakeServerAdapter
-from .weights import expected
 
 SYNCS = 4
 

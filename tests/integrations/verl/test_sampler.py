@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
+from wanrl_s3 import StepStatusWriter
 from wanrl_s3.store import open_store
 from wanrl_s3_verl.sampler import StalenessReplayBuffer
-from wanrl_s3_verl.versions import StepStatusWriter
 
 # global_steps -> installed version, per rollout worker: B lagged behind on steps 2-4
 WORKERS = {"verl-a": {1: 1, 2: 2, 3: 3, 4: 3, 5: 4}, "verl-b": {1: 0, 2: 1, 3: 2, 4: 2, 5: 5}}

@@ -1,8 +1,12 @@
-"""A trainer's weights and their digests, without verl (light enough for child processes)."""
+"""A trainer's weights and their digests, without verl (light enough for child processes).
+
+Weights are fp32 master weights like a trainer's; ``gen`` is a per-tensor generator
+like verl's (a fresh full tensor per name), ``step`` an optimizer step.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -41,3 +45,31 @@ def as_published(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def expected(global_steps: int) -> dict[str, str]:
     """What a rollout must receive for version ``global_steps``, bit for bit."""
     return digests(as_published(policy(global_steps)))
+
+
+def model(seed: int = 0, big: int = 6_000_000) -> dict[str, torch.Tensor]:
+    """fp32 master weights like a trainer's, plus an integer buffer; ~14 MB in bf16."""
+    g = torch.Generator().manual_seed(seed)
+    return {
+        "model.embed.weight": torch.randn(big, generator=g),
+        "model.layers.0.mlp.weight": torch.randn(1000, 1000, generator=g),
+        "model.layers.0.norm.weight": torch.ones(1000),
+        "model.rotary.inv_freq": torch.rand(64, generator=g, dtype=torch.float64),
+        "model.position_ids": torch.arange(512),
+    }
+
+
+def step(weights: dict[str, torch.Tensor], seed: int) -> None:
+    """An optimizer step that moves about 1% of the parameters (a sparse bf16 change)."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    for t in weights.values():
+        if t.is_floating_point():
+            flat = t.view(-1)
+            idx = torch.randint(0, flat.numel(), (max(1, flat.numel() // 100),), generator=g)
+            flat[idx] += 0.5
+
+
+def gen(weights: dict[str, torch.Tensor]) -> Iterator[tuple[str, torch.Tensor]]:
+    """A per-tensor generator like verl's: a fresh full tensor per name."""
+    for name, t in weights.items():
+        yield name, t.clone()

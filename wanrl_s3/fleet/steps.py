@@ -1,18 +1,18 @@
-"""What a verl step tag really means: the policy version the rollout workers held.
+"""What a trainer's step tag really means: the policy version the rollout workers held.
 
-verl stamps every trajectory with the ``global_steps`` of the last weight sync
-(``min_global_steps``/``max_global_steps``), whatever the checkpoint engine
-installed at that sync. Our rollout side installs the newest version it has
-*ready* and never waits for a download, so after sync ``g`` a worker may still
-hold version ``g - 2``, or nothing new at all when the trainer publishes only
-every ``publish_every`` syncs. Taken at face value, the tag would under-state
-staleness by that gap (the version hazard, docs/verl.md).
+A trainer stamps every trajectory with the step of its last weight sync (verl's
+``global_steps``, as ``min_global_steps``/``max_global_steps``), whatever each
+rollout worker installed at that sync. A worker installs the newest version it
+has *ready* and never waits for a download, so after sync ``g`` it may still hold
+version ``g - 2``, or nothing new at all when the trainer publishes only every
+kappa syncs. Taken at face value, the tag would under-state staleness by that gap
+(the version hazard, docs/verl.md).
 
-So each rollout engine records, in its status object in the bucket, the map
-``global_steps -> installed version`` (:class:`StepStatusWriter`), and the
-trainer's staleness filters translate a tag through :class:`VersionMap`: the
-*oldest* version any rollout worker held at that step. A trajectory cannot say
-which worker generated it, so the oldest is the only choice that never admits a
+So each rollout worker records, in its status object in the bucket, the map
+``step -> installed version`` (:class:`StepStatusWriter`), and the learner's
+staleness filters translate a tag through :class:`VersionMap`: the *oldest*
+version any rollout worker held at that step. A trajectory cannot say which
+worker generated it, so the oldest is the only choice that never admits a
 trajectory older than the budget.
 """
 
@@ -26,25 +26,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-from wanrl_s3 import InstallResult, StatusReporter, WorkerStatus, read_statuses
-from wanrl_s3.errors import UsageError, WanrlError
-from wanrl_s3.store import ObjectStore
+from ..errors import UsageError, WanrlError
+from ..fetch.watch import InstallResult
+from ..store import ObjectStore
+from .status import StatusReporter, WorkerStatus, read_statuses
 
 log = logging.getLogger(__name__)
 
-#: The extra field of a rollout engine's status object.
+#: The extra field of a rollout worker's status object.
 STEPS_FIELD = "steps"
 #: How many syncs each status object remembers (a few bytes each).
 STEPS_KEPT = 1024
 
 
 class StepStatusWriter:
-    """A rollout engine's status object: the core's worker-status format plus ``steps``.
+    """A rollout worker's status object: the worker-status format plus ``steps``.
 
-    ``steps`` maps each ``global_steps`` this engine synced at to the wanrl version it
-    held afterwards (``null``: none yet), written as the core reporter's ``extra``
-    field. The core's readers (``wanrl-s3 status``) read the rest as usual. Writes go
-    out in order on one background thread, so a slow PUT never lengthens verl's
+    ``steps`` maps each trainer step this worker synced at to the version it held
+    afterwards (``null``: none yet), written as the reporter's ``extra`` field.
+    The fleet's readers (``wanrl-s3 status``) read the rest as usual. Writes go out
+    in order on one background thread, so a slow PUT never lengthens the trainer's
     weight-sync pause.
     """
 
@@ -59,11 +60,11 @@ class StepStatusWriter:
         self._last: Future[None] | None = None
 
     def synced(
-        self, global_steps: int, version: int | None, installed: InstallResult | None = None
+        self, step: int, version: int | None, installed: InstallResult | None = None
     ) -> Future[None]:
-        """Record that after sync ``global_steps`` this engine holds ``version``."""
+        """Record that after sync ``step`` this worker holds ``version``."""
         with self._lock:
-            self.steps[global_steps] = version
+            self.steps[step] = version
             while len(self.steps) > self._kept:
                 del self.steps[min(self.steps)]
             extra = {STEPS_FIELD: {str(k): v for k, v in sorted(self.steps.items())}}
@@ -115,9 +116,9 @@ def worker_steps(status: WorkerStatus) -> WorkerSteps | None:
 
 
 class VersionMap:
-    """``global_steps`` -> the oldest policy version any rollout worker held at that step.
+    """``step`` -> the oldest policy version any rollout worker held at that step.
 
-    Built from the status objects of the rollout engines (those with a ``steps``
+    Built from the status objects of the rollout workers (those with a ``steps``
     map and an id starting with ``worker_prefix``) in every store given (each
     region's workers report to their own region), re-read at most every
     ``refresh_s`` seconds, and sooner (at most once a second) when asked about a
@@ -157,7 +158,7 @@ class VersionMap:
         return tuple(self._workers)
 
     def refresh(self) -> None:
-        """Re-read every rollout engine's status object now."""
+        """Re-read every rollout worker's status object now."""
         statuses = [
             status
             for store in self.stores
@@ -170,33 +171,33 @@ class VersionMap:
             self._read_at = self._clock()
             self._cache.clear()
 
-    def true_version(self, global_steps: int) -> int:
-        """The oldest version a rollout worker held after the sync tagged ``global_steps``."""
-        self._maybe_refresh(global_steps)
+    def true_version(self, step: int) -> int:
+        """The oldest version a rollout worker held after the sync tagged ``step``."""
+        self._maybe_refresh(step)
         with self._lock:
-            cached = self._cache.get(global_steps)
+            cached = self._cache.get(step)
             if cached is None:
-                cached = self._cache[global_steps] = self._lookup(global_steps)
+                cached = self._cache[step] = self._lookup(step)
             return cached
 
-    def _maybe_refresh(self, global_steps: int) -> None:
+    def _maybe_refresh(self, step: int) -> None:
         read_at = self._read_at
         if read_at is None:
             self.refresh()
             return
         age_s = self._clock() - read_at
-        unseen = self._newest_step is None or global_steps > self._newest_step
+        unseen = self._newest_step is None or step > self._newest_step
         if age_s >= self.refresh_s or (unseen and age_s >= self.min_refresh_s):
             self.refresh()
 
-    def _lookup(self, global_steps: int) -> int:
+    def _lookup(self, step: int) -> int:
         """The rule of the class docstring; caller holds the lock."""
-        exact = [w.steps[global_steps] for w in self._workers if global_steps in w.steps]
+        exact = [w.steps[step] for w in self._workers if step in w.steps]
         if exact:
             return min(0 if v is None else v for v in exact)
         before = []
         for w in self._workers:
-            earlier = [s for s in w.steps if s < global_steps]
+            earlier = [s for s in w.steps if s < step]
             if earlier:
                 v = w.steps[max(earlier)]
                 before.append(0 if v is None else v)
@@ -205,16 +206,11 @@ class VersionMap:
         if not self._warned:
             self._warned = True
             log.warning(
-                "no rollout engine has recorded what it held at step %d (nor before) "
+                "no rollout worker has recorded what it held at step %d (nor before) "
                 "in the worker status objects of %s: counting such trajectories as "
-                "version 0. Is the rollout side using the wanrl_s3 checkpoint engine "
-                "with this store?",
-                global_steps,
+                "version 0. Do the rollout workers record their steps (StepStatusWriter) "
+                "in this store?",
+                step,
                 ", ".join(store.url for store in self.stores),
             )
         return 0
-
-
-def face_value(global_steps: int) -> int:
-    """The version of a step tag without a store: the tag itself."""
-    return global_steps

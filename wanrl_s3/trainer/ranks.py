@@ -1,19 +1,19 @@
 """Who this trainer rank is among how many, and the run id all ranks of one launch share.
 
-With ``publish_ranks: all`` every trainer rank publishes a share of each version
-through :class:`wanrl_s3.ShardedPublisher`, whose ranks meet in the store under
-a run id. That id must be the same on every rank of one launch and new for every
+When every trainer rank publishes a share of each version (a
+:class:`~wanrl_s3.ShardedPublisher` per rank), the ranks meet in the store under a
+run id. That id must be the same on every rank of one launch and new for every
 launch: share records are keyed by it, so ranks with different ids never meet
 (the version times out), and a launch that reused its predecessor's id could have
 its committing rank merge a record that a killed rank of the old launch left
-behind (the core refuses what it can recognise, but a rank killed outright leaves
-no abort marker). So rank 0 makes a fresh id at the first sync and broadcasts it
-through the trainer's own process group, which verl has initialised on every
-trainer rank; nothing in the config has to be kept unique by hand.
+behind (the publisher refuses what it can recognise, but a rank killed outright
+leaves no abort marker). So :meth:`RankGroup.discover` has rank 0 make a fresh id
+and broadcast it through the trainer's own ``torch.distributed`` process group;
+nothing in a config has to be kept unique by hand.
 
 The broadcast is a fixed-size ``uint8`` tensor, not ``broadcast_object_list``:
 the latter pickles, and nothing in this product unpickles. Without a process
-group (a single-process trainer) there is one rank, the master.
+group (a single-process trainer) there is one rank.
 """
 
 from __future__ import annotations
@@ -22,9 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-import torch
-
-from wanrl_s3.errors import UsageError
+from ..errors import UsageError
 
 RUN_ID_BYTES = 64  # the broadcast buffer: ids are ASCII, shorter, zero-padded
 
@@ -46,24 +44,29 @@ class RankGroup:
         encode_run_id(self.run_id)  # refuses what the broadcast could not carry
 
     @classmethod
-    def discover(cls, is_master: bool) -> RankGroup:
-        """From ``torch.distributed`` (a collective: every rank must call it, in lockstep)."""
+    def discover(cls, *, prefix: str = "run", require_group: bool = False) -> RankGroup:
+        """From ``torch.distributed``'s default group: a collective, every rank calls it.
+
+        Rank 0's fresh run id (``prefix``, the time, random bits) reaches every rank.
+        Without an initialised process group this process is rank 0 of 1, unless
+        ``require_group`` (a rank that knows it is not the first): then a UsageError.
+        """
         import torch.distributed as dist
 
         if not (dist.is_available() and dist.is_initialized()):
-            if not is_master:
+            if require_group:
                 raise UsageError(
-                    "publish_ranks: all needs torch.distributed initialised on the trainer "
-                    "ranks (verl does); this non-master rank has no process group"
+                    "this trainer rank needs torch.distributed initialised to learn its rank "
+                    "and the launch's run id, and this process has no process group"
                 )
-            return cls(0, 1, new_run_id())
+            return cls(0, 1, new_run_id(prefix))
         rank, ranks = dist.get_rank(), dist.get_world_size()
-        return cls(rank, ranks, broadcast_run_id(new_run_id() if rank == 0 else None))
+        return cls(rank, ranks, broadcast_run_id(new_run_id(prefix) if rank == 0 else None))
 
 
-def new_run_id() -> str:
+def new_run_id(prefix: str = "run") -> str:
     """A fresh id for one launch: when it started, and random bits so that two never clash."""
-    return f"verl-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(6)}"
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(6)}"
 
 
 def encode_run_id(run_id: str) -> bytes:
@@ -82,6 +85,7 @@ def decode_run_id(data: bytes) -> str:
 
 def broadcast_run_id(run_id: str | None) -> str:
     """Rank 0's ``run_id`` on every rank (the others pass None), through the default group."""
+    import torch
     import torch.distributed as dist
 
     device = torch.device("cpu")
