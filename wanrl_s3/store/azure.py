@@ -155,15 +155,19 @@ class AzureBlobStore(MarkedUploads):
             raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         blob = self._blob(key)
-        conditions: dict[str, Any] = {}
+        options: dict[str, Any] = {"max_concurrency": 1}
         if if_none_match:
-            conditions = {"etag": if_none_match, "match_condition": MatchConditions.IfModified}
+            options.update(etag=if_none_match, match_condition=MatchConditions.IfModified)
+        if max_read_bytes is not None:  # one ranged GET (x-ms-range) of that many bytes
+            options.update(offset=0, length=max_read_bytes)
 
         def download() -> Blob | None:
             try:
-                stream = blob.download_blob(max_concurrency=1, **conditions)
+                stream = blob.download_blob(**options)
                 return Blob(stream.readall(), stream.properties.etag)
             except ax.ResourceNotModifiedError:
                 return None
@@ -172,7 +176,10 @@ class AzureBlobStore(MarkedUploads):
                     return None  # Azurite answers 412, not 304, for an unchanged ETag
                 raise
 
-        return self._call(f"GET {key}", download)
+        try:
+            return self._call(f"GET {key}", download)
+        except PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         blob = self._blob(key)

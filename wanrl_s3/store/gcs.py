@@ -38,6 +38,7 @@ from ..errors import (
     UsageError,
 )
 from .retry import RetryPolicy
+from .sink import CappedSink
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
@@ -148,25 +149,36 @@ class GcsStore(MarkedUploads):
             raise StoreError(f"{where}: {exc.code} {exc.message}") from exc
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         blob = self._blob(key)
         # an ETag that is no generation (another store's) cannot match: read unconditionally
         not_match = int(if_none_match) if if_none_match and if_none_match.isdigit() else None
+        # bounded: the range asked for, and never more kept should the server send more
+        sink = CappedSink(max_read_bytes or 0)
 
         def download() -> bytes | None:
+            options = {"if_generation_not_match": not_match, "checksum": None}
             try:
-                return bytes(
-                    blob.download_as_bytes(
-                        if_generation_not_match=not_match,
-                        checksum=None,
-                        retry=None,
-                        timeout=self._timeout,
+                if max_read_bytes is None:
+                    return bytes(
+                        blob.download_as_bytes(**options, retry=None, timeout=self._timeout)
                     )
-                )
+                blob.download_to_file(
+                    sink, start=0, end=max_read_bytes - 1, **options, retry=None,
+                    timeout=self._timeout,
+                )  # fmt: skip
             except gx.NotModified:
                 return None
+            except CappedSink.Full:
+                pass
+            return bytes(sink.data)
 
-        data = self._call(f"GET {key}", download)
+        try:
+            data = self._call(f"GET {key}", download)
+        except PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
         if data is None:
             return None
         etag = _etag(blob.generation)

@@ -298,19 +298,29 @@ class S3Store(ObjectStore):
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         kwargs: dict[str, Any] = {"Key": self._key(key)}
         if if_none_match:
             kwargs["IfNoneMatch"] = if_none_match
+        if max_read_bytes is not None:
+            kwargs["Range"] = f"bytes=0-{max_read_bytes - 1}"
         try:
             resp = self._call(f"GET {key}", self._client.get_object, **kwargs)
         except _NotModified:
             return None
+        except _PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
+        body = resp["Body"]
         try:
-            data = resp["Body"].read()
+            if max_read_bytes is None:
+                return Blob(body.read(), resp["ETag"])
+            data = body.read(max_read_bytes)
+            body.close()  # a service that ignored the range sends the rest to nobody
+            return Blob(data, resp["ETag"])
         except RETRYABLE_EXCEPTIONS as exc:
             raise TransientStoreError(f"GET {key}: {exc}") from exc
-        return Blob(data, resp["ETag"])
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         end = offset + len(buf) - 1

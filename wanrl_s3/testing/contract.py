@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
 from ..errors import (
     NotFoundError,
+    ObjectTooLargeError,
     PreconditionFailedError,
     TransientStoreError,
     UsageError,
@@ -44,6 +45,7 @@ from ..errors import (
 )
 from ..store import (
     MIN_PART_BYTES,
+    Blob,
     FakeClock,
     ObjectStore,
     RetryPolicy,
@@ -275,6 +277,48 @@ class StoreContract:
         with pytest.raises(NotFoundError):
             store.read_into("gone.bin", 0, memoryview(bytearray(10)))
         assert starts == [0] and clock.sleeps == []
+
+    # -- bounded reads -------------------------------------------------------------
+    def test_a_bounded_read_holds_at_most_the_limit_and_one_byte(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Anyone who can write a bucket can make LATEST a gigabyte: a bounded read is one
+        request that keeps at most one byte past the reader's limit, whatever the size."""
+        store.put_bytes("big.json", _DATA)  # 10,240 bytes
+        reads: list[tuple[int | None, int]] = []  # (bytes asked for, bytes the primitive gave)
+        real_get = store._get
+
+        def recorded(key: str, **kwargs: Any) -> Blob | None:
+            blob = real_get(key, **kwargs)
+            reads.append((kwargs.get("max_read_bytes"), -1 if blob is None else len(blob.data)))
+            return blob
+
+        monkeypatch.setattr(store, "_get", recorded)
+        assert store.get("big.json", max_bytes=len(_DATA)).data == _DATA  # at the limit: whole
+        with pytest.raises(ObjectTooLargeError, match=r"big\.json is larger than 1,000 bytes"):
+            store.get_bytes("big.json", max_bytes=1000)
+        with pytest.raises(ObjectTooLargeError):
+            store.get_if_changed("big.json", '"another etag"', max_bytes=1000)
+        assert reads == [(len(_DATA) + 1, len(_DATA)), (1001, 1001), (1001, 1001)]
+
+    def test_a_bounded_read_of_an_empty_object_or_an_unchanged_one(
+        self, store: ObjectStore
+    ) -> None:
+        """A range of an empty object is unsatisfiable (HTTP 416): it still reads as empty,
+        with its ETag; a conditional bounded read of an unchanged object gives None."""
+        etag = store.put_bytes("empty.json", b"")
+        blob = store.get("empty.json", max_bytes=100)
+        assert blob.data == b"" and blob.etag == etag
+        assert store.get_if_changed("empty.json", etag, max_bytes=100) is None
+        etag = store.put_bytes("p.json", b"pointer")
+        assert store.get_if_changed("p.json", etag, max_bytes=0) is None  # not even one byte read
+        store.put_bytes("p.json", b"pointer 2")
+        changed = store.get_if_changed("p.json", etag, max_bytes=9)
+        assert changed is not None and changed.data == b"pointer 2" and changed.etag != etag
+        with pytest.raises(NotFoundError):
+            store.get("absent.json", max_bytes=10)
+        with pytest.raises(UsageError, match="max_bytes"):
+            store.get("p.json", max_bytes=-1)
 
     # -- writers and multipart uploads --------------------------------------------
     def test_multipart_writer_and_abort(self, store: ObjectStore) -> None:

@@ -236,6 +236,8 @@ class FaultProxy:
     :attr:`requests` how many requests came in and :attr:`repeats` how many of
     them repeated an earlier one (same method, target, range and conditions
     since :meth:`reset_counters`): the retries the client spent.
+    :attr:`response_bytes` counts the response body bytes sent to clients (what
+    a bounded read must keep small).
     """
 
     def __init__(
@@ -262,6 +264,7 @@ class FaultProxy:
         self.counts: Counter[Fault] = Counter()
         self.requests = 0
         self.repeats = 0
+        self.response_bytes = 0
         self._seen: set[tuple[bytes, ...]] = set()
         self._conns: set[socket.socket] = set()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -285,7 +288,7 @@ class FaultProxy:
     def reset_counters(self) -> None:
         with self._lock:
             self.counts.clear()
-            self.requests = self.repeats = 0
+            self.requests = self.repeats = self.response_bytes = 0
             self._seen.clear()
 
     def start(self) -> FaultProxy:
@@ -356,17 +359,23 @@ class FaultProxy:
         if fault is Fault.RESET_AFTER:
             return "reset"
         if fault is Fault.TRUNCATE:
+            self._count_out(len(resp.body) // 2)
             wfile.write(resp.head_bytes() + resp.body[: len(resp.body) // 2])
             return "close"
         if fault is Fault.FLIP_RESPONSE:
             with self._lock:
                 _flip(resp, self._rng)
+        self._count_out(len(resp.body))
         wfile.write(resp.head_bytes())
         if fault is Fault.TRICKLE:
             self._trickle(wfile, resp.body)
         else:
             wfile.write(resp.body)
         return "keep"
+
+    def _count_out(self, n_bytes: int) -> None:
+        with self._lock:
+            self.response_bytes += n_bytes
 
     def _trickle(self, wfile: BinaryIO, body: bytes) -> None:
         """Send ``body`` a little at a time for at most ``trickle_max_s``, then the rest."""
