@@ -8,12 +8,13 @@ against their emulators in ``test_contract_clouds.py``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from wanrl_s3.store import ObjectStore, open_store
-from wanrl_s3.testing import StoreContract, make_bucket
+from wanrl_s3.testing import FaultProxy, StoreContract, make_bucket
 
 
 class TestMemoryStore(StoreContract):
@@ -40,3 +41,11 @@ class TestS3Store(StoreContract):
     def other_store(self, moto_endpoint: str) -> ObjectStore:
         bucket = make_bucket(moto_endpoint)
         return open_store(f"s3://{bucket}/other/prefix", endpoint_url=moto_endpoint)
+
+    @pytest.fixture
+    def store_through_faults(
+        self, store: ObjectStore, moto_endpoint: str
+    ) -> Iterator[tuple[ObjectStore, FaultProxy]]:
+        """moto checks no upload checksum: only what the store confirms keeps damage out."""
+        with FaultProxy(moto_endpoint) as proxy:
+            yield open_store(store.url, endpoint_url=proxy.url), proxy

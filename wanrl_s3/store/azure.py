@@ -13,6 +13,11 @@ compare-and-swap on the blob's ETag (``If-Match``). Large objects are uploaded
 as blocks staged in parallel and committed as one block list; block ids carry
 the upload id, and a marker object lists the upload while it is in progress
 (see :mod:`wanrl_s3.store.staging`). Retries are ours: the SDK's are off.
+
+Every blob and every block is sent with the ``Content-MD5`` of its body, which
+Azure (and Azurite) check before storing it: a body damaged in transit is
+refused (400) and sent again, never reported as written. The block-list
+commit joins blocks inside the service.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from .checksums import DAMAGED_BODY_RE
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
@@ -148,6 +154,9 @@ class AzureBlobStore(MarkedUploads):
         except (ax.ServiceRequestError, ax.ServiceResponseError, ConnectionError) as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except ax.HttpResponseError as exc:
+            if exc.status_code == 400 and DAMAGED_BODY_RE.search(str(exc.message)):
+                # the body did not match its Content-MD5: nothing stored, send it again
+                raise TransientStoreError(f"{where}: {exc.message}") from exc
             if exc.status_code == 416:
                 raise PastTheEnd(f"{where}: the object ends before the range") from exc
             if exc.status_code in _TRANSIENT_STATUS:
@@ -204,7 +213,11 @@ class AzureBlobStore(MarkedUploads):
         resp = self._call(
             f"PUT {key}",
             lambda: blob.upload_blob(
-                data, content_settings=_OCTETS, max_concurrency=1, **conditions
+                data,
+                content_settings=_OCTETS,
+                max_concurrency=1,
+                validate_content=True,
+                **conditions,
             ),
         )
         return str(resp["etag"])
@@ -235,7 +248,9 @@ class AzureBlobStore(MarkedUploads):
         block = _block_id(upload_id, part_number)
         self._call(
             f"PUT {key} part {part_number}",
-            lambda: self._blob(key).stage_block(block, data, length=len(data)),
+            lambda: self._blob(key).stage_block(
+                block, data, length=len(data), validate_content=True
+            ),
         )
         return block
 

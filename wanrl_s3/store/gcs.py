@@ -8,7 +8,13 @@ credentials; ``STORAGE_EMULATOR_HOST`` (or an ``endpoint_url`` on 127.0.0.1)
 points at an emulator with anonymous credentials instead.
 
 Retries are ours (:mod:`wanrl_s3.store.retry`): every SDK call gets
-``retry=None``. So is integrity (BLAKE3 per tensor), so SDK checksums are off.
+``retry=None``. So is integrity: reads are checked against the manifest
+(BLAKE3 per tensor), so SDK checksums are off; every upload carries the CRC32C
+of its body, which GCS checks before storing it, and the CRC32C the service
+reports for what it stored must equal it (fake-gcs-server checks nothing but
+reports that), so an upload damaged in transit is sent again, never reported
+as written. Parts are uploads like any other; ``compose`` joins them inside
+the service.
 Large objects are uploaded as parts, each its own object under ``.uploads/``,
 then joined by ``compose`` (32 sources a call, so in rounds for more) and the
 parts deleted; see :mod:`wanrl_s3.store.staging` for how pending uploads are
@@ -17,6 +23,7 @@ listed and aborted.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import os
 from collections.abc import Callable, Iterator
@@ -37,6 +44,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from .checksums import DAMAGED_BODY_RE, upload_checksum
 from .retry import RetryPolicy
 from .sink import CappedSink
 from .spec import Blob, ObjectInfo, ObjectStore
@@ -146,6 +154,9 @@ class GcsStore(MarkedUploads):
         except gx.GoogleAPICallError as exc:
             if exc.code in _TRANSIENT_STATUS or isinstance(exc, gx.ServerError):
                 raise TransientStoreError(f"{where}: {exc.code}") from exc
+            if isinstance(exc, gx.BadRequest) and DAMAGED_BODY_RE.search(str(exc.message)):
+                # the body did not match the CRC32C sent with it: nothing stored, send again
+                raise TransientStoreError(f"{where}: {exc.message}") from exc
             raise StoreError(f"{where}: {exc.code} {exc.message}") from exc
 
     # -- primitives -------------------------------------------------------------
@@ -210,17 +221,36 @@ class GcsStore(MarkedUploads):
         match = 0 if if_none_match else None
         if if_match is not None:
             match = _generation(if_match, key)
+        sent = upload_checksum(data, "CRC32C")
+        blob.crc32c = sent  # in the upload's metadata: GCS refuses a body that does not match
         self._call(
             f"PUT {key}",
             lambda: blob.upload_from_string(
                 data,
                 content_type="application/octet-stream",
                 if_generation_match=match,
-                checksum=None,
+                checksum=None,  # ours is sent above, and the service's compared below
                 retry=None,
                 timeout=self._timeout,
             ),
         )
+        stored = blob.crc32c  # the service's own CRC32C of what it stored
+        if stored is None:  # a service that reports none: what it holds, read back
+            got = self._get(key, max_read_bytes=len(data) + 1)
+            stored = sent if got is not None and got.data == data else "of other bytes"
+        if stored != sent:
+            if if_none_match:  # created damaged: remove exactly that, so the retry creates it
+                with contextlib.suppress(NotFoundError, PreconditionFailedError):
+                    self._call(
+                        f"DELETE {key}",
+                        lambda: blob.delete(
+                            if_generation_match=blob.generation, retry=None, timeout=self._timeout
+                        ),
+                    )
+            raise TransientStoreError(
+                f"PUT {key}: the service stored a body with CRC32C {stored}, not the "
+                f"{sent} sent (damaged in transit)"
+            )
         return _etag(blob.generation)
 
     def _head(self, key: str) -> ObjectInfo | None:

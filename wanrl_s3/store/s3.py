@@ -13,19 +13,18 @@ every part carries an S3 checksum of its body (CRC32C where ``google-crc32c``
 is installed, hardware-accelerated; CRC32 otherwise), computed here once; the
 service refuses a body that does not match it (400 BadDigest, retried like
 any transit fault), and a checksum that the service echoes back must equal
-ours. Measured cost in docs/benchmarks.md (transfer).
+ours. A service that checks nothing (moto, Ceph RGW 16) is caught by
+:mod:`wanrl_s3.store.s3_confirm`: no upload, plain or multipart, is reported
+as written before an MD5 ETag or a read-back shows the bytes sent were
+stored. Measured cost in docs/benchmarks.md (transfer).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as _dt
-import hashlib
 import http.client
 import re
-import threading
-import zlib
 from collections.abc import Iterator
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -43,17 +42,10 @@ from ..errors import (
     UsageError,
 )
 from ..units import MiB
+from .checksums import CHECKSUM_ALGORITHM, range_md5, upload_checksum
 from .retry import RetryPolicy
+from .s3_confirm import UploadConfirmations
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
-
-_crc32c: Any
-try:  # hardware CRC32C (3x zlib's CRC32 here); optional, so CRC32 is the fallback
-    import google_crc32c as _crc32c
-except ImportError:  # pragma: no cover - exercised where the package is absent
-    _crc32c = None
-
-#: The S3 checksum algorithm sent with every upload.
-CHECKSUM_ALGORITHM = "CRC32" if _crc32c is None else "CRC32C"
 
 #: Failures worth another try: the connection, not the request, went wrong.
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
@@ -152,17 +144,6 @@ def _parse_ts(value: Any) -> float:
     return value.timestamp() if isinstance(value, _dt.datetime) else 0.0
 
 
-def upload_checksum(data: bytes, algorithm: str = CHECKSUM_ALGORITHM) -> str:
-    """The base64 S3 checksum (``x-amz-checksum-crc32c`` or ``-crc32``) of ``data``."""
-    if algorithm == "CRC32C" and _crc32c is not None:
-        value = int(_crc32c.value(data))
-    elif algorithm == "CRC32":
-        value = zlib.crc32(data)
-    else:
-        raise UsageError(f"unsupported upload checksum {algorithm!r}")
-    return base64.b64encode(value.to_bytes(4, "big")).decode()
-
-
 def _check_echo(what: str, resp: Any, sent: str) -> None:
     """The service's own checksum of what it stored, where it returns one, must be ours.
 
@@ -210,12 +191,8 @@ class S3Store(ObjectStore):
         self.endpoint_url = endpoint_url or None
         self.profile = profile or None
         self._client = client or self._make_client(profile, region, max_connections, read_timeout_s)
-        # each part's checksum, for the completion that lists them: (upload id, part) -> value
-        self._part_checksums: dict[tuple[str, int], str] = {}
-        # Whether this service's ETag of a plain upload is the MD5 of its body (S3 without
-        # SSE-KMS, MinIO, moto): None until a read-back settles it (see _check_etag).
-        self._etag_is_md5: bool | None = None
-        self._parts_lock = threading.Lock()
+        # what confirms this service stored an upload as sent, and the parts in flight
+        self._confirm = UploadConfirmations()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -358,31 +335,19 @@ class S3Store(ObjectStore):
             kwargs["IfMatch"] = if_match
         resp = self._call(f"PUT {key}", self._client.put_object, **kwargs)
         _check_echo(f"PUT {key}", resp, checksum)
-        self._check_etag(key, data, str(resp["ETag"]), created=if_none_match)
-        return str(resp["ETag"])
+        etag = str(resp["ETag"])
+        if not self._confirm.put_confirmed(data, etag, lambda: self._read_back(key, len(data))):
+            # Refused as damaged, and sent again by the caller's retry; an object this
+            # call created (If-None-Match) is removed first, so the retry can create it.
+            if if_none_match:
+                self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
+            raise TransientStoreError(f"PUT {key}: the service stored other bytes than were sent")
+        return etag
 
-    def _check_etag(self, key: str, data: bytes, etag: str, *, created: bool) -> None:
-        """Refuse an upload the service stored damaged, where the service cannot tell.
-
-        Services that validate the checksum sent with the body refuse a damaged one
-        themselves; some (moto, older MinIO) do not. The ETag of a plain upload is
-        the MD5 of what was stored on most services: a mismatch is read back once
-        to tell damage from a service whose ETags are not MD5s (SSE-KMS). Damage is
-        a transient error (the retry rewrites it); an object this call created
-        (``If-None-Match``) is removed first, so the retry can create it again.
-        """
-        if self._etag_is_md5 is False:
-            return
-        if etag.strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest():
-            self._etag_is_md5 = True
-            return
-        stored = self._call(f"GET {key}", self._client.get_object, Key=self._key(key))
-        if stored["Body"].read() == data:
-            self._etag_is_md5 = False  # the service's ETags are not MD5s: stop checking
-            return
-        if created:
-            self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
-        raise TransientStoreError(f"PUT {key}: the service stored other bytes than were sent")
+    def _read_back(self, key: str, size: int) -> bytes:
+        """What the service holds at ``key``, to compare with what was just sent."""
+        blob = self._get(key, max_read_bytes=size + 1)
+        return b"" if blob is None else blob.data
 
     def _head(self, key: str) -> ObjectInfo | None:
         try:
@@ -434,28 +399,25 @@ class S3Store(ObjectStore):
     def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
         what = f"PUT {key} part {part_number}"
         checksum = upload_checksum(data)
-        resp = self._call(
-            what,
-            self._client.upload_part,
-            Key=self._key(key),
-            UploadId=upload_id,
-            PartNumber=part_number,
-            Body=data,
-            **{f"Checksum{CHECKSUM_ALGORITHM}": checksum},
-        )
-        _check_echo(what, resp, checksum)
-        if (
-            self._etag_is_md5
-            and str(resp["ETag"]).strip('"') != hashlib.md5(data, usedforsecurity=False).hexdigest()
-        ):
-            raise TransientStoreError(f"{what}: the service stored other bytes than were sent")
-        with self._parts_lock:
-            self._part_checksums[upload_id, part_number] = checksum
-        return str(resp["ETag"])
+
+        def send() -> str:
+            resp = self._call(
+                what,
+                self._client.upload_part,
+                Key=self._key(key),
+                UploadId=upload_id,
+                PartNumber=part_number,
+                Body=data,
+                **{f"Checksum{CHECKSUM_ALGORITHM}": checksum},
+            )
+            _check_echo(what, resp, checksum)
+            return str(resp["ETag"])
+
+        return self._confirm.part(what, upload_id, part_number, data, checksum, send(), send)
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
-        with self._parts_lock:
-            sums = {n: self._part_checksums.get((upload_id, n)) for n, _ in parts}
+        numbers = [n for n, _ in parts]
+        sums = self._confirm.checksums(upload_id, numbers)
         listed = [
             {"PartNumber": n, "ETag": e}
             | ({} if sums[n] is None else {f"Checksum{CHECKSUM_ALGORITHM}": sums[n]})
@@ -468,16 +430,22 @@ class S3Store(ObjectStore):
             UploadId=upload_id,
             MultipartUpload={"Parts": listed},
         )
-        self._forget_parts(upload_id)
+        try:  # parts no ETag confirmed are read back: only where ETags are not MD5s
+            self._confirm.check_completed(
+                f"COMPLETE {key}", upload_id, numbers,
+                lambda offset, size: range_md5(
+                    lambda at, buf: self.read_into(key, at, buf), offset, size
+                ),
+            )  # fmt: skip
+        except StoreError:
+            self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
+            raise
+        finally:
+            self._confirm.forget(upload_id)
         return str(resp["ETag"])
 
-    def _forget_parts(self, upload_id: str) -> None:
-        with self._parts_lock:
-            for done in [k for k in self._part_checksums if k[0] == upload_id]:
-                del self._part_checksums[done]
-
     def _mpu_abort(self, key: str, upload_id: str) -> None:
-        self._forget_parts(upload_id)
+        self._confirm.forget(upload_id)
         with contextlib.suppress(NotFoundError):
             self._call(
                 f"ABORT {key}",

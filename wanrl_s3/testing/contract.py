@@ -51,7 +51,9 @@ from ..store import (
     RetryPolicy,
     compare_and_swap,
 )
+from ..store.local import LocalStore
 from ..store.memory import MemoryStore
+from .faults import Fault, FaultProxy, Rule
 
 _SLOW = pytest.mark.slow  # registered by wanrl-s3's own pytest configuration
 _DATA = bytes(range(256)) * 40  # 10,240 bytes, every offset distinct modulo 256
@@ -110,6 +112,22 @@ class StoreContract:
         pytest.fail(
             "the store declares supports_copy_from = True: give its StoreContract class an "
             "`other_store` fixture (a second bucket on the same service) to test it"
+        )
+
+    @pytest.fixture
+    def store_through_faults(self, store: ObjectStore) -> tuple[ObjectStore, FaultProxy]:
+        """``store``'s bucket reached through a :class:`~wanrl_s3.testing.FaultProxy` in
+        front of its service, as ``(store, proxy)`` (a generator fixture stops the proxy).
+
+        A backend that sends its requests over HTTP overrides this, so that the case for
+        uploads damaged in transit runs against it; one that sends nothing over a
+        network (memory://, file://) skips it, saying so.
+        """
+        if isinstance(store, MemoryStore | LocalStore):
+            pytest.skip(f"{type(store).__name__} sends no bytes over a network to be damaged")
+        pytest.fail(
+            "give the StoreContract class a `store_through_faults` fixture: the store's "
+            "service reached through a wanrl_s3.testing.FaultProxy, as (store, proxy)"
         )
 
     # -- objects, conditions, ETags --------------------------------------------
@@ -319,6 +337,31 @@ class StoreContract:
             store.get("absent.json", max_bytes=10)
         with pytest.raises(UsageError, match="max_bytes"):
             store.get("p.json", max_bytes=-1)
+
+    # -- uploads damaged in transit ------------------------------------------------
+    @pytest.mark.parametrize("how", ["put", "create", "multipart"])
+    def test_an_upload_damaged_in_transit_is_never_reported_as_written(
+        self, request: pytest.FixtureRequest, how: str
+    ) -> None:
+        """One bit flipped between this process and the service (a bad NIC, a broken
+        middlebox), inside a whole object's body or a part's: the write returns only once
+        the service holds the bytes sent, whether or not it checks what it is sent."""
+        store, proxy = request.getfixturevalue("store_through_faults")
+        data = _OVER_ONE_PART if how == "multipart" else _DATA * 10
+        proxy.set_rules([Rule(Fault.FLIP_REQUEST, min_body_bytes=len(_DATA) * 5, count=1)])
+        if how == "multipart":
+            with (
+                ThreadPoolExecutor(2) as pool,
+                store.open_writer("d.bin", pool, part_bytes=MIN_PART_BYTES) as writer,
+            ):
+                writer.write(data)
+                writer.close()
+        else:
+            store.put_bytes("d.bin", data, if_none_match=how == "create")
+        assert proxy.counts[Fault.FLIP_REQUEST] == 1, "no upload body was damaged"
+        proxy.clear()
+        assert store.get_bytes("d.bin") == data
+        assert store.pending_uploads() == []
 
     # -- writers and multipart uploads --------------------------------------------
     def test_multipart_writer_and_abort(self, store: ObjectStore) -> None:

@@ -60,6 +60,8 @@ class Rule:
 
     ``key`` is a regular expression searched in the unquoted request path
     (``/bucket/prefix/v/000000000002/manifest.json``); None matches any.
+    ``min_body_bytes`` keeps only requests whose body is at least that long:
+    uploads of data, on any service, whatever its paths look like.
     ``count`` caps how many times the rule fires (None: no cap).
     """
 
@@ -68,6 +70,7 @@ class Rule:
     key: str | None = None
     probability: float = 1.0
     count: int | None = None
+    min_body_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.probability <= 1.0:
@@ -77,9 +80,11 @@ class Rule:
         if self.key is not None:
             re.compile(self.key)
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method is None or self.method == method) and (
-            self.key is None or re.search(self.key, path) is not None
+    def matches(self, method: str, path: str, body_bytes: int = 0) -> bool:
+        return (
+            (self.method is None or self.method == method)
+            and (self.key is None or re.search(self.key, path) is not None)
+            and body_bytes >= self.min_body_bytes
         )
 
 
@@ -326,7 +331,7 @@ class FaultProxy:
             self.repeats += ident in self._seen
             self._seen.add(ident)
             for i, (rule, fired) in enumerate(self._rules):
-                if not rule.matches(method.decode(), path):
+                if not rule.matches(method.decode(), path, len(req.body)):
                     continue
                 if rule.count is not None and fired >= rule.count:
                     continue
