@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wanrl_s3.store import ObjectStore, open_store
-from wanrl_s3.testing import FaultProxy, StoreContract, make_bucket
+from wanrl_s3.testing import FaultProxy, StoreContract, make_bucket, through_fault_proxy
 
 
 class TestMemoryStore(StoreContract):
@@ -47,5 +47,5 @@ class TestS3Store(StoreContract):
         self, store: ObjectStore, moto_endpoint: str
     ) -> Iterator[tuple[ObjectStore, FaultProxy]]:
         """moto checks no upload checksum: only what the store confirms keeps damage out."""
-        with FaultProxy(moto_endpoint) as proxy:
-            yield open_store(store.url, endpoint_url=proxy.url), proxy
+        with through_fault_proxy(store, moto_endpoint) as pair:
+            yield pair

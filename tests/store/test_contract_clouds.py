@@ -19,6 +19,7 @@ from wanrl_s3.testing import (
     azurite_connection_string_parts,
     make_azure_container,
     make_gcs_bucket,
+    through_fault_proxy,
 )
 
 __all__ = ["az_url", "azurite_connection", "gcs_endpoint", "gs_url"]  # fixtures
@@ -34,8 +35,8 @@ class TestGcsStore(StoreContract):
         self, store: ObjectStore, gcs_endpoint: str
     ) -> Iterator[tuple[ObjectStore, FaultProxy]]:
         """fake-gcs-server checks no upload checksum, but reports the CRC32C of what it stored."""
-        with FaultProxy(gcs_endpoint) as proxy:
-            yield open_store(store.url, endpoint_url=proxy.url), proxy
+        with through_fault_proxy(store, gcs_endpoint) as pair:
+            yield pair
 
     @pytest.fixture
     def other_store(self, gcs_endpoint: str) -> ObjectStore:
@@ -54,8 +55,8 @@ class TestAzureStore(StoreContract):
         """Azurite checks each body's Content-MD5, as Azure does."""
         blob_endpoint = azurite_connection_string_parts(azurite_connection)[2]
         origin, account = blob_endpoint.rstrip("/").rsplit("/", 1)
-        with FaultProxy(origin) as proxy:
-            yield open_store(store.url, endpoint_url=f"{proxy.url}/{account}"), proxy
+        with through_fault_proxy(store, origin, path=f"/{account}") as pair:
+            yield pair
 
     @pytest.fixture
     def other_store(self, az_url: str, azurite_connection: str) -> ObjectStore:

@@ -9,7 +9,8 @@
 - :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin.
-- :class:`StoreContract` is the store contract suite a backend subclasses.
+- :class:`StoreContract` is the store contract suite a backend subclasses;
+  :func:`through_fault_proxy` gives it its store behind a :class:`FaultProxy`.
 
 Needs the ``dev`` extra (moto, pytest). Nothing here is imported by the product.
 """
@@ -40,14 +41,14 @@ from .synthetic import (
 )
 
 if TYPE_CHECKING:
-    from .contract import StoreContract
+    from .contract import StoreContract, through_fault_proxy
 
 
 def __getattr__(name: str) -> Any:
-    if name == "StoreContract":  # imports pytest: only on demand
-        from .contract import StoreContract
+    if name in ("StoreContract", "through_fault_proxy"):  # imports pytest: only on demand
+        from . import contract
 
-        return StoreContract
+        return getattr(contract, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -75,5 +76,6 @@ __all__ = [
     "nudge_state",
     "param_count",
     "random_bf16_state",
+    "through_fault_proxy",
     "worker_command",
 ]

@@ -29,7 +29,9 @@ Needs pytest (``pip install 'wanrl-s3[dev]'``).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NoReturn
 
@@ -50,6 +52,7 @@ from ..store import (
     ObjectStore,
     RetryPolicy,
     compare_and_swap,
+    open_store,
 )
 from ..store.local import LocalStore
 from ..store.memory import MemoryStore
@@ -94,6 +97,16 @@ def _refuse_reads(monkeypatch: pytest.MonkeyPatch, store: ObjectStore) -> None:
     monkeypatch.setattr(store, "_read_into", refused)
 
 
+@contextlib.contextmanager
+def through_fault_proxy(
+    store: ObjectStore, upstream: str, *, path: str = ""
+) -> Iterator[tuple[ObjectStore, FaultProxy]]:
+    """``store`` opened again through a FaultProxy in front of ``upstream`` (its service's
+    address; ``path`` follows the proxy's in the endpoint URL): a ``store_through_faults``."""
+    with FaultProxy(upstream) as proxy:
+        yield open_store(store.url, endpoint_url=proxy.url + path), proxy
+
+
 def _skip_unless(store: ObjectStore, flag: str, otherwise: str) -> None:
     if not getattr(store, flag):
         pytest.skip(f"{type(store).__name__} declares {flag} = False: {otherwise}")
@@ -119,9 +132,10 @@ class StoreContract:
         """``store``'s bucket reached through a :class:`~wanrl_s3.testing.FaultProxy` in
         front of its service, as ``(store, proxy)`` (a generator fixture stops the proxy).
 
-        A backend that sends its requests over HTTP overrides this, so that the case for
-        uploads damaged in transit runs against it; one that sends nothing over a
-        network (memory://, file://) skips it, saying so.
+        A backend that sends its requests over HTTP overrides this (with
+        :func:`through_fault_proxy`), so that the case for uploads damaged in transit
+        runs against it; one that sends nothing over a network (memory://, file://)
+        skips it, saying so.
         """
         if isinstance(store, MemoryStore | LocalStore):
             pytest.skip(f"{type(store).__name__} sends no bytes over a network to be damaged")
