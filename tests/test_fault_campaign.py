@@ -1,8 +1,10 @@
 """The fast part of the fault campaign (benchmarks/faults.py --quick): every counter is 0.
 
-Every injected fault kind, publisher and worker kills, racing publishers, each
+Every injected fault kind (bits flipped inside parts by publishers with no prior
+ETag evidence too), publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
-failed, where mounting is not permitted) and fuzzed arguments, all through the
+failed, where mounting is not permitted), an oversized LATEST and status object
+(16 MiB, peak memory measured) and fuzzed arguments, all through the
 real command line against moto. The whole campaign is its own command; its
 figures are in docs/benchmarks.md.
 """
@@ -36,8 +38,10 @@ def test_quick_campaign_finds_nothing(moto_endpoint: str, tmp_path: Path) -> Non
     kinds = report["kinds"]
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",
-                 "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz"):  # fmt: skip
+                 "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz",
+                 "multipart_flip", "oversized:latest", "oversized:status"):  # fmt: skip
         assert kinds[kind]["count"] >= 1, kind
+    assert set(report["oversized_memory"]) == {"latest", "status"}  # both measured
     tampered = {k.split(":")[1] for k in kinds if k.startswith("tamper:")}
     assert tampered >= set(faults.Campaign.TAMPERINGS) | {"worker_latest"}
     assert sum(k["faults"] for k in kinds.values()) >= 10  # the proxy really injected
