@@ -4,7 +4,7 @@ Every injected fault kind (bits flipped inside parts by publishers with no prior
 ETag evidence too), publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted), an oversized LATEST and status object
-(16 MiB, peak memory measured) and fuzzed arguments, all through the
+(32 MiB, peak memory measured) and fuzzed arguments, all through the
 real command line against moto. The whole campaign is its own command; its
 figures are in docs/benchmarks.md.
 """
