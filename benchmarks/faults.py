@@ -505,9 +505,12 @@ class Campaign:
     def multipart_faults(self) -> None:
         """Bits flipped inside parts, by publishers whose first object is multipart.
 
-        Every object of these versions is multipart (a 12 MiB model, 8.5 MiB coded, in 5 MiB parts, no
-        deltas), and each publish is a new command with a new store: no plain upload has
-        shown it whether the service's ETags are MD5s before its first part goes out.
+        Every object of these versions is multipart (a 12 MiB model, 8 MB once coded, in
+        5 MiB parts, no deltas), and each publish is a new command with a new store: no
+        plain upload has shown it whether the service's ETags are MD5s before its first
+        part goes out. Two sends of one part damaged in a row make the store take the
+        service for one whose ETags are not MD5s: it then reads the object back and
+        refuses it (the publish fails, nothing is committed, the campaign publishes again).
         moto checks no upload checksum, so only the store's confirmation keeps a flipped
         part out of a committed version (``versions_lost`` counts one that got in).
         """
