@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wanrl_s3 import PublishConfig, Publisher, Subscriber
+from wanrl_s3 import ManifestError, PublishConfig, Publisher, Subscriber
 from wanrl_s3.store import open_store
 from wanrl_s3.testing import Fault, FaultProxy, Rule, make_bucket
 
@@ -31,3 +31,28 @@ def test_a_flipped_upload_to_a_non_validating_service_is_rewritten(
     with Subscriber(open_store(url, endpoint_url=moto_endpoint)) as sub:
         got = sub.fetch("latest")
     assert got.version == 1 and got.tensors["w"].tobytes() == weights["w"].tobytes()
+
+
+@pytest.mark.slow
+def test_a_flipped_move_of_latest_never_leaves_a_pointer_readers_refuse(
+    moto_endpoint: str,
+) -> None:
+    """LATEST's compare-and-swap lands damaged, one version after another (60 of them):
+    the store writes it again over exactly its own damaged write. Taking that write for
+    another publisher's move left, 5 times in 60 here, a pointer that still parsed but
+    pinned another manifest digest: publish exited 0 and every reader refused it."""
+    url = f"s3://{make_bucket(moto_endpoint)}/run"
+    weights = np.arange(10_000, dtype=np.float32)
+    refused = []
+    with FaultProxy(moto_endpoint, seed=1) as proxy:
+        publisher = Publisher(open_store(url, endpoint_url=proxy.url), PublishConfig())
+        publisher.publish({"w": weights}, 1)
+        for version in range(2, 62):
+            proxy.set_rules([Rule(Fault.FLIP_REQUEST, method="PUT", key=r"/LATEST$", count=1)])
+            assert publisher.publish({"w": weights + version}, version).latest_moved
+            with Subscriber(open_store(url, endpoint_url=moto_endpoint)) as sub:
+                try:
+                    assert sub.fetch("latest").version == version
+                except ManifestError as exc:
+                    refused.append(f"v{version}: {exc}")
+    assert refused == []

@@ -217,41 +217,42 @@ class GcsStore(MarkedUploads):
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
-        blob = self._blob(key)
-        match = 0 if if_none_match else None
-        if if_match is not None:
-            match = _generation(if_match, key)
         sent = upload_checksum(data, "CRC32C")
-        blob.crc32c = sent  # in the upload's metadata: GCS refuses a body that does not match
-        self._call(
-            f"PUT {key}",
-            lambda: blob.upload_from_string(
-                data,
-                content_type="application/octet-stream",
-                if_generation_match=match,
-                checksum=None,  # ours is sent above, and the service's compared below
-                retry=None,
-                timeout=self._timeout,
-            ),
-        )
-        stored = blob.crc32c  # the service's own CRC32C of what it stored
-        if stored is None:  # a service that reports none: what it holds, read back
-            got = self._get(key, max_read_bytes=len(data) + 1)
-            stored = sent if got is not None and got.data == data else "of other bytes"
-        if stored != sent:
-            if if_none_match:  # created damaged: remove exactly that, so the retry creates it
-                with contextlib.suppress(NotFoundError, PreconditionFailedError):
-                    self._call(
-                        f"DELETE {key}",
-                        lambda: blob.delete(
-                            if_generation_match=blob.generation, retry=None, timeout=self._timeout
-                        ),
-                    )
-            raise TransientStoreError(
-                f"PUT {key}: the service stored a body with CRC32C {stored}, not the "
-                f"{sent} sent (damaged in transit)"
+
+        def send(create: bool, match: str | None) -> tuple[str, bool]:
+            blob = self._blob(key)
+            blob.crc32c = sent  # in the upload's metadata: GCS refuses a body that does not match
+            generation = 0 if create else None if match is None else _generation(match, key)
+            self._call(
+                f"PUT {key}",
+                lambda: blob.upload_from_string(
+                    data,
+                    content_type="application/octet-stream",
+                    if_generation_match=generation,
+                    checksum=None,  # ours is sent above, and the service's compared below
+                    retry=None,
+                    timeout=self._timeout,
+                ),
             )
-        return _etag(blob.generation)
+            stored = blob.crc32c  # the service's own CRC32C of what it stored
+            if stored is None:  # a service that reports none: what it holds, read back
+                got = self._get(key, max_read_bytes=len(data) + 1)
+                stored = sent if got is not None and got.data == data else None
+            return _etag(blob.generation), stored == sent
+
+        def remove(etag: str) -> None:  # exactly our own damaged create
+            blob = self._blob(key)
+            with contextlib.suppress(NotFoundError, PreconditionFailedError):
+                self._call(
+                    f"DELETE {key}",
+                    lambda: blob.delete(
+                        if_generation_match=int(etag), retry=None, timeout=self._timeout
+                    ),
+                )
+
+        return self._write_confirmed(
+            key, send, remove, if_none_match=if_none_match, if_match=if_match
+        )
 
     def _head(self, key: str) -> ObjectInfo | None:
         blob = self._call(

@@ -324,25 +324,27 @@ class S3Store(ObjectStore):
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
         checksum = upload_checksum(data)
-        kwargs: dict[str, Any] = {
-            "Key": self._key(key),
-            "Body": data,
-            f"Checksum{CHECKSUM_ALGORITHM}": checksum,
-        }
-        if if_none_match:
-            kwargs["IfNoneMatch"] = "*"
-        if if_match is not None:
-            kwargs["IfMatch"] = if_match
-        resp = self._call(f"PUT {key}", self._client.put_object, **kwargs)
-        _check_echo(f"PUT {key}", resp, checksum)
-        etag = str(resp["ETag"])
-        if not self._confirm.put_confirmed(data, etag, lambda: self._read_back(key, len(data))):
-            # Refused as damaged, and sent again by the caller's retry; an object this
-            # call created (If-None-Match) is removed first, so the retry can create it.
-            if if_none_match:
-                self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
-            raise TransientStoreError(f"PUT {key}: the service stored other bytes than were sent")
-        return etag
+
+        def send(create: bool, match: str | None) -> tuple[str, bool]:
+            kwargs: dict[str, Any] = {"IfNoneMatch": "*"} if create else {}
+            if match is not None:
+                kwargs["IfMatch"] = match
+            resp = self._call(
+                f"PUT {key}", self._client.put_object, Key=self._key(key), Body=data,
+                **{f"Checksum{CHECKSUM_ALGORITHM}": checksum}, **kwargs,
+            )  # fmt: skip
+            _check_echo(f"PUT {key}", resp, checksum)
+            etag = str(resp["ETag"])
+            return etag, self._confirm.put_confirmed(
+                data, etag, lambda: self._read_back(key, len(data))
+            )
+
+        def remove(etag: str) -> None:  # our own damaged create: nobody else could write it
+            self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
+
+        return self._write_confirmed(
+            key, send, remove, if_none_match=if_none_match, if_match=if_match
+        )
 
     def _read_back(self, key: str, size: int) -> bytes:
         """What the service holds at ``key``, to compare with what was just sent."""

@@ -39,7 +39,7 @@ import builtins
 import functools
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
@@ -56,6 +56,7 @@ from ..errors import (
 from .retry import RetryPolicy
 from .writer import MIN_PART_BYTES, ObjectWriter
 
+_WRITE_REPAIRS = 3  # writes damaged in transit, in a row, repaired inside one _put
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
 _OPTIONAL_PRIMITIVES = {
     "supports_multipart": ("_mpu_create", "_mpu_put", "_mpu_complete", "_mpu_abort", "_mpu_list"),
@@ -268,6 +269,37 @@ class ObjectStore(abc.ABC):
         if info.size:  # replaced by a longer one meanwhile: read again
             raise TransientStoreError(f"GET {key}: the object changed while it was read")
         return None if info.etag == if_none_match else Blob(b"", info.etag)
+
+    def _write_confirmed(
+        self,
+        key: str,
+        send: Callable[[bool, str | None], tuple[str, bool]],
+        remove: Callable[[str], None],
+        *,
+        if_none_match: bool,
+        if_match: str | None,
+    ) -> str:
+        """For backends whose service may store a body damaged in transit: ``_put`` through this.
+
+        ``send(if_none_match, if_match)`` writes once and returns the ETag and whether
+        the service was shown to hold the bytes sent. A damaged write is repaired
+        here, on the same conditions: a create is removed (``remove(etag)``) and made
+        again; a compare-and-swap is made again over exactly its own damaged write
+        (``If-Match`` on that ETag), which is no other writer's move; a plain write is
+        sent again. After :data:`_WRITE_REPAIRS` repairs it is a transient error.
+        """
+        for _ in range(_WRITE_REPAIRS + 1):
+            etag, intact = send(if_none_match, if_match)
+            if intact:
+                return etag
+            if if_none_match:
+                remove(etag)
+            elif if_match is not None:
+                if_match = etag
+        raise TransientStoreError(
+            f"PUT {key}: the service stored other bytes than were sent, "
+            f"{_WRITE_REPAIRS + 1} times in a row"
+        )
 
     # -- helpers: built on the primitives, never overridden -----------------------
     def get(self, key: str, *, max_bytes: int | None = None) -> Blob:

@@ -353,15 +353,18 @@ class StoreContract:
             store.get("p.json", max_bytes=-1)
 
     # -- uploads damaged in transit ------------------------------------------------
-    @pytest.mark.parametrize("how", ["put", "create", "multipart"])
+    @pytest.mark.parametrize("how", ["put", "create", "swap", "multipart"])
     def test_an_upload_damaged_in_transit_is_never_reported_as_written(
         self, request: pytest.FixtureRequest, how: str
     ) -> None:
         """One bit flipped between this process and the service (a bad NIC, a broken
         middlebox), inside a whole object's body or a part's: the write returns only once
-        the service holds the bytes sent, whether or not it checks what it is sent."""
+        the service holds the bytes sent, whether or not it checks what it is sent. A
+        compare-and-swap (LATEST's) still succeeds: a damaged write of its own is no
+        other writer's move."""
         store, proxy = request.getfixturevalue("store_through_faults")
         data = _OVER_ONE_PART if how == "multipart" else _DATA * 10
+        etag = store.put_bytes("d.bin", b"before") if how == "swap" else None
         proxy.set_rules([Rule(Fault.FLIP_REQUEST, min_body_bytes=len(_DATA) * 5, count=1)])
         if how == "multipart":
             with (
@@ -370,6 +373,8 @@ class StoreContract:
             ):
                 writer.write(data)
                 writer.close()
+        elif how == "swap":
+            compare_and_swap(store, "d.bin", etag, data)
         else:
             store.put_bytes("d.bin", data, if_none_match=how == "create")
         assert proxy.counts[Fault.FLIP_REQUEST] == 1, "no upload body was damaged"
