@@ -53,7 +53,7 @@ def t_bcast(stores: Mapping[str, ObjectStore]) -> dict[str, Any]:
     }
     statuses = [s for store in stores.values() for s in read_statuses(store)]
     fleet = fleet_report(statuses, published, newest, FRACTION).to_dict()
-    return {"fleet": fleet, "per_region": per_region}
+    return {"fleet": fleet, "per_region": per_region, "stamped_at_s": published}
 
 
 def reached_all(fleet: Mapping[str, Any]) -> list[int]:
