@@ -135,13 +135,21 @@ def run_worker(spec: WorkerSpec, trajectories: Any, events: Any, stop: Any) -> N
         r.watcher.start()
     probe = RequestProbe(subs["policy"].store, spec.probe_interval_s, spec.seed)
     events.put({"event": "ready", "worker": spec.worker_id})
-    stats = {"groups": 0, "sample_s": 0.0, "blocked_s": 0.0, "started_s": time.time()}
+    stats = {
+        "groups": 0,
+        "sample_s": 0.0,
+        "blocked_s": 0.0,  # waiting for room on the full queue
+        "unserved_s": 0.0,  # holding no policy yet: nothing to sample from
+        "started_s": time.time(),
+    }
     try:
         while not stop.is_set():
             _install_all(runs, model, large, events, spec)
             version = runs["policy"].watcher.installed_version
             if version is None:
+                t0 = time.perf_counter()
                 runs["policy"].watcher.wait_ready(timeout_s=0.2)
+                stats["unserved_s"] += time.perf_counter() - t0
                 continue
             t0 = time.perf_counter()
             batch = _generate(model, spec, version, gen)

@@ -253,3 +253,10 @@ def test_a_drop_fraction_outside_zero_to_one_is_refused(bad: object) -> None:
     ):
         with pytest.raises(UsageError, match=r"dropped_fraction .* must be in \[0, 1\)"):
             call()
+
+
+def test_the_gate_names_sub_second_times_to_two_digits() -> None:
+    with pytest.raises(
+        InfeasiblePlanError, match=r"broadcast 0.75s does not fit in kappa\*T_train = 0.72s"
+    ):
+        slack_s(0.36, 0.75, 2)

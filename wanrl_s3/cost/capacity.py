@@ -111,6 +111,12 @@ def is_feasible(t_train_s: float, t_bcast_s: float, kappa: int) -> bool:
     return kappa * t_train_s > t_bcast_s
 
 
+def _seconds(value_s: float) -> str:
+    """Whole seconds from 10 s up (the page's format), two significant digits below, so a
+    sub-second broadcast never reads as '1s does not fit in 1s'."""
+    return f"{value_s:.0f}" if value_s >= 10 else f"{value_s:.2g}"
+
+
 def slack_s(t_train_s: float, t_bcast_s: float, kappa: int) -> float:
     """Seconds of the publication window left for generation once the broadcast is in.
 
@@ -119,8 +125,8 @@ def slack_s(t_train_s: float, t_bcast_s: float, kappa: int) -> float:
     """
     if not is_feasible(t_train_s, t_bcast_s, kappa):
         raise InfeasiblePlanError(
-            f"infeasible: broadcast {t_bcast_s:.0f}s does not fit in kappa*T_train "
-            f"= {kappa * t_train_s:.0f}s; raise kappa (and S), or cut T_bcast"
+            f"infeasible: broadcast {_seconds(t_bcast_s)}s does not fit in kappa*T_train "
+            f"= {_seconds(kappa * t_train_s)}s; raise kappa (and S), or cut T_bcast"
         )
     return kappa * t_train_s - t_bcast_s
 
