@@ -3,10 +3,11 @@
 T_bcast at 90% comes from the fleet model that ``wanrl-s3 estimate --fleet``
 uses (``wanrl_s3.cost.object_storage_worker_terms``), one WorkerLink per worker
 built from that worker's own measurements: its request round trip to its bucket
-(the mean of the HEADs its probe thread timed), its download rate (its largest
-download, less one round trip), its mean verify + install time, the poll
-interval, and its mean wait for a batch boundary: means, because the model adds
-its terms up and means add up. Status objects time a version from the
+(the median of the HEADs its probe thread timed), its download rate (its
+largest download, less one round trip), its verify + install time, the poll
+interval, and its wait for a batch boundary: medians, like the figure it is
+held against (the median over versions), so that a slow stretch of the run
+does not move them. Status objects time a version from the
 manifest's stamp, so the commit's requests come first: the publisher creates
 the manifest in every region, then moves LATEST (a read, a compare-and-swap)
 region by region, and the measured commit is split over those requests.
@@ -43,18 +44,20 @@ from wanrl_s3.cost import (
 COMMIT_REQUESTS_PER_REGION = 3
 #: A phase of an install whose gap exceeds this share of the measured T_bcast is named.
 NAMED_SHARE = 0.1
-#: Each phase of an install: what the fleet model charges for it, and what it lacks.
+#: Each phase of an install, and what the fleet model lacks there when the phase runs long.
 PHASES = {
-    "commit_to_seen": "the commit, half a poll interval and the poll's request",
-    "seen_to_first_byte": "CPU work before the first payload byte (planning the version's "
-    "chain back to its keyframe, twice), beyond the listing's and the manifest's requests",
-    "download": "a download slower than the worker's largest one ran",
-    "verify_install": "verify and install (measured, fed in)",
-    "batch_boundary": "the wait for a batch boundary (measured, fed in)",
+    "commit_to_seen": "commit -> seen: slow commits and polls (the model has their medians)",
+    "seen_to_first_byte": "seen -> first byte: requests beyond the listing and the manifest: "
+    "before a delta, the watcher prefetches the manifests between the keyframe and the "
+    "target by number, 8 at a time, and asks again at every delta for each number that "
+    "was never published (the demo publishes every kappa-th)",
+    "download": "download: slow downloads (the model has the worker's largest one's rate)",
+    "verify_install": "verify + install: slow installs (the model has their median)",
+    "batch_boundary": "batch boundary: long waits (the model has their median)",
 }
 SPREAD = (
-    "spread at 90%: a version's 90% is its slowest workers' time, whose poll phase and CPU "
-    "waits fell late for that version; the model takes each worker's mean"
+    "spread at 90%: a version's 90% is its slowest workers' time for that version, whose "
+    "poll phase and CPU waits fell late; the model takes each worker's typical time"
 )
 #: The reference page's 8B operating point (tests/cost/operating_point.py), raw full snapshots.
 REFERENCE_8B = {
@@ -76,8 +79,8 @@ def boundary_s(row: Mapping[str, Any]) -> float:
 
 
 def request_s(summary: Mapping[str, Any]) -> float:
-    """The worker's request round trip: the mean of its probe's timed HEADs."""
-    return statistics.mean(summary["request_s"]) if summary["request_s"] else 0.0
+    """The worker's request round trip: the median of its probe's timed HEADs."""
+    return statistics.median(summary["request_s"]) if summary["request_s"] else 0.0
 
 
 def downlink_mbps(rows: Sequence[Mapping[str, Any]], rtt_s: float) -> float:
@@ -99,8 +102,8 @@ def _commits_s(report: Mapping[str, Any], run: str) -> dict[int, float]:
 
 
 def commit_s(report: Mapping[str, Any], run: str) -> float:
-    """The mean commit, manifests and LATEST in every region."""
-    return statistics.mean(_commits_s(report, run).values())
+    """The median commit, manifests and LATEST in every region."""
+    return statistics.median(_commits_s(report, run).values())
 
 
 def commit_by_region(report: Mapping[str, Any], run: str) -> dict[str, float]:
@@ -130,9 +133,9 @@ def dropped_fraction(report: Mapping[str, Any]) -> float:
 
 
 def publish_s(report: Mapping[str, Any], run: str) -> float:
-    """Mean seconds from the publish call to the manifest's stamp: encode and upload."""
+    """Median seconds from the publish call to the manifest's stamp: encode and upload."""
     commits = _commits_s(report, run)
-    return statistics.mean(
+    return statistics.median(
         v["total_s"] - commits[v["version"]] for v in report["versions"][run][1:]
     )
 
@@ -155,7 +158,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
     rows = _installs(report, run)
     fetch = FetchModel(
         poll_interval_s,
-        batch_wait_s=statistics.mean(boundary_s(r) for r in rows),
+        batch_wait_s=statistics.median(boundary_s(r) for r in rows),
         goodput_share=1.0,  # the rates are measured as payload bytes per second
     )
     commits = commit_by_region(report, run)
@@ -163,7 +166,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
     for name, summary in sorted(report["workers"].items()):
         mine = [r for r in rows if r["worker"] == name]
         rtt_s = request_s(summary)
-        installing_s = statistics.mean(r["verify_s"] + r["install_s"] for r in mine)
+        installing_s = statistics.median(r["verify_s"] + r["install_s"] for r in mine)
         link = WorkerLink(
             name,
             downlink_mbps([r for r in report["installs"] if r["worker"] == name], rtt_s),
@@ -179,7 +182,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
             "commit_s": commits[summary["region"]],
             "terms": terms,
             "predicted_s": commits[summary["region"]] + sum(terms.values()),
-            "measured_mean_s": statistics.mean(r["total_s"] for r in mine),
+            "measured_median_s": statistics.median(r["total_s"] for r in mine),
         }
     return {
         "payload_gb": payload_gb,
@@ -210,7 +213,7 @@ def _phases_predicted(model: Mapping[str, Any], worker: Mapping[str, Any]) -> di
 
 
 def _phases_measured(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Means over installs, which add up to the mean install time exactly (medians do not)."""
+    """Each phase's mean over installs: means add up to the mean install time exactly."""
     return {
         "commit_to_seen": statistics.mean(r["seen_s"] for r in rows),
         "seen_to_first_byte": statistics.mean(
@@ -225,10 +228,11 @@ def _phases_measured(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict[str, Any]:
     """T_bcast at 90% predicted by the fleet model beside the status objects' figure.
 
-    The gap is split exactly: at the worker the model puts at 90%, each phase's
-    mean against the model's term for it, and the spread, the measured figure
-    (a version's 90%: its slowest workers that version) against that worker's
-    mean install time. The gaps above a tenth of the measured figure are named.
+    The gap is split exactly, at the worker the model puts at 90%: each phase's
+    mean against the model's term for it (fed medians: a phase's slow installs
+    show here), and the spread, the measured figure (a version's 90%: its slowest
+    workers that version) against that worker's mean install time. The gaps
+    above a tenth of the measured figure are named.
     """
     model = worker_model(report, run, poll_interval_s)
     workers = model["workers"]
@@ -242,6 +246,7 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
     phases_meas = _phases_measured(mine)
     gaps = {p: phases_meas[p] - phases_pred[p] for p in PHASES}
     gaps["spread"] = median - statistics.mean(r["total_s"] for r in mine)
+    details = {"seen_to_first_byte": unpublished_asked(report, run)}
     names = {**PHASES, "spread": SPREAD}
     missing = {p: g for p, g in gaps.items() if g > NAMED_SHARE * median}
     return {
@@ -254,10 +259,29 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
         "phases_predicted_s": phases_pred,
         "phases_measured_s": phases_meas,
         "gaps_s": gaps,
-        "missing_terms": {p: {"term": names[p], "measured_s": g} for p, g in missing.items()},
+        "missing_terms": {
+            p: {"term": names[p], "measured_s": g, **details.get(p, {})} for p, g in missing.items()
+        },
         "explained_s": predicted + sum(missing.values()),
         "model": model,
     }
+
+
+def unpublished_asked(report: Mapping[str, Any], run: str) -> dict[str, float]:
+    """Per delta version, the numbers between its keyframe and it that were never
+    published: what the watcher's manifest prefetch asks for in vain (median)."""
+    versions = report["versions"][run]
+    published = {v["version"] for v in versions}
+    counts = []
+    for v in versions[1:]:
+        if v["kind"] == "delta":
+            keyframe = max(
+                w["version"]
+                for w in versions
+                if w["kind"] == "full" and w["version"] < v["version"]
+            )
+            counts.append(sum(n not in published for n in range(keyframe, v["version"])))
+    return {"unpublished_numbers_asked_median": statistics.median(counts)} if counts else {}
 
 
 # ------------------------------------------------------------------ the learner

@@ -193,12 +193,16 @@ def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
     )
     pred, meas = b["phases_predicted_s"], b["phases_measured_s"]
     print(
-        f"    {b['worker_at_90']} (at 90% in the model), model / measured mean per install (s): "
+        f"    {b['worker_at_90']} (at 90% in the model), model / measured mean per install "
+        "(s): "
         + ", ".join(f"{PHASE_LABELS[k]} {pred[k]:.2f}/{meas[k]:.2f}" for k in PHASE_LABELS)
-        + f"; a version's 90% of {workers} workers {b['gaps_s']['spread']:+.2f} beyond its mean"
+        + f"; a version's 90% of {workers} workers {b['gaps_s']['spread']:+.2f} beyond "
+        "this worker's mean"
     )
     for term in b["missing_terms"].values():
-        print(f"    not in the model: +{term['measured_s']:.2f} s, {term['term']}")
+        asked = term.get("unpublished_numbers_asked_median")
+        extra = "" if asked is None else f" ({asked:g} such numbers per delta, median)"
+        print(f"    missing: +{term['measured_s']:.2f} s, {term['term']}{extra}")
     if b["missing_terms"]:
         print(
             f"    model plus these: {b['explained_s']:.2f} s against the measured "
