@@ -395,7 +395,10 @@ def _planner(cfg: DemoConfig, report: dict[str, Any]) -> dict[str, Any]:
     polls = {"policy": cfg.poll_interval_s, "large": cfg.large_poll_interval_s}
     bcast = {run: plan.t_bcast(report, run, polls[run]) for run in RUNS}
     # The rule's T_bcast runs from the publish call to 90% of the fleet generating.
-    since_call = {run: plan.publish_s(report, run) + bcast[run]["predicted_s"] for run in RUNS}
+    since_call = {
+        run: None if b["predicted_s"] is None else plan.publish_s(report, run) + b["predicted_s"]
+        for run, b in bcast.items()
+    }
     learner = plan.learner(report, report["config"], cfg.queue_rollouts, since_call["policy"])
     fulls = [v for v in report["versions"]["large"] if v["kind"] == "full"]
     biggest = max(fulls, key=lambda v: v["stored_bytes"])

@@ -165,6 +165,8 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
     workers: dict[str, Any] = {}
     for name, summary in sorted(report["workers"].items()):
         mine = [r for r in rows if r["worker"] == name]
+        if not mine:  # installed nothing after the first version: nothing to feed the model
+            continue
         rtt_s = request_s(summary)
         installing_s = statistics.median(r["verify_s"] + r["install_s"] for r in mine)
         link = WorkerLink(
@@ -236,10 +238,12 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
     """
     model = worker_model(report, run, poll_interval_s)
     workers = model["workers"]
-    predicted = at_fraction_s([w["predicted_s"] for w in workers.values()], FRACTION)
-    at_90 = next(name for name, w in sorted(workers.items()) if w["predicted_s"] == predicted)
     fleet = report["t_bcast"][run]["fleet"]["versions"][1:]
     measured = [v["t_bcast_s"] for v in fleet if v["t_bcast_s"] is not None]
+    if not (workers and measured):
+        return {"predicted_s": None, "unavailable": "no version after the first reached 90%"}
+    predicted = at_fraction_s([w["predicted_s"] for w in workers.values()], FRACTION)
+    at_90 = next(name for name, w in sorted(workers.items()) if w["predicted_s"] == predicted)
     median = statistics.median(measured)
     mine = [r for r in _installs(report, run) if r["worker"] == at_90]
     phases_pred = _phases_predicted(model, workers[at_90])
@@ -263,6 +267,8 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
             p: {"term": names[p], "measured_s": g, **details.get(p, {})} for p, g in missing.items()
         },
         "explained_s": predicted + sum(missing.values()),
+        # the gaps not named: phases' slow installs, each under a tenth of the figure
+        "other_gaps_s": sum(g for p, g in gaps.items() if p not in missing),
         "model": model,
     }
 
@@ -288,10 +294,11 @@ def unpublished_asked(report: Mapping[str, Any], run: str) -> dict[str, float]:
 
 
 def learner(
-    report: Mapping[str, Any], cfg: Mapping[str, Any], queue_rollouts: int, bcast_s: float
+    report: Mapping[str, Any], cfg: Mapping[str, Any], queue_rollouts: int, bcast_s: float | None
 ) -> dict[str, Any]:
     """The learner's idle share from cost.learner_idle with this run's inputs, beside the
-    share its steps measured. ``bcast_s``: the policy's, from the publish call to 90%."""
+    share its steps measured. ``bcast_s``: the policy's, from the publish call to 90%
+    (None when no version reached 90% of the fleet: no wait for versions is modelled)."""
     steps = report["steps"]
     t_train_s = statistics.mean(s["train_s"] for s in steps)
     rates = pool_rollouts_per_s(report, cfg["group"])
@@ -304,7 +311,7 @@ def learner(
         sum(rates),
         dropped_fraction=d,
         queue_rollouts=queue_rollouts,
-        t_bcast_s=bcast_s,
+        t_bcast_s=bcast_s or 0.0,
     )
     waits = [s["wait_s"] for s in steps]
     measured = sum(waits) / (sum(waits) + sum(s["train_s"] for s in steps))
@@ -333,6 +340,8 @@ def learner(
 
 def capacity_rule(measured: Mapping[str, Any]) -> dict[str, Any]:
     """What ``estimate`` sizes with this run's inputs: the fleet, or the gate's message."""
+    if measured["t_bcast_s"] is None:
+        return {"inputs": dict(measured), "unavailable": "no T_bcast to size with"}
     fields = ("params", "t_train_s", "batch", "staleness", "density", "workers", "regions")
     inputs = PlanInputs(
         **{k: measured[k] for k in fields},

@@ -174,6 +174,9 @@ def _planner(r: dict[str, Any]) -> None:
 
 
 def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
+    if "unavailable" in p["t_bcast"]:
+        print(f"  {run} run: T_bcast at 90% not predicted: {p['t_bcast']['unavailable']}")
+        return
     b, m = p["t_bcast"], p["t_bcast"]["model"]
     kind = "a delta" if m["delta"] else "a full version"
     verdict = "within 25%" if b["within_25_percent"] else "off by more than 25%"
@@ -205,11 +208,15 @@ def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
         print(f"    missing: +{term['measured_s']:.2f} s, {term['term']}{extra}")
     if b["missing_terms"]:
         print(
-            f"    model plus these: {b['explained_s']:.2f} s against the measured "
-            f"{b['measured_median_s']:.2f} s"
+            f"    accounted for: the model's {b['predicted_s']:.2f} s, plus these, "
+            f"{b['explained_s']:.2f} s; plus the other phases' slow installs "
+            f"{b['other_gaps_s']:+.2f} s: the measured {b['measured_median_s']:.2f} s"
         )
     rule = p["capacity_rule"]
     i = rule["inputs"]
+    if "unavailable" in rule:
+        print(f"    capacity rule: {rule['unavailable']}")
+        return
     head = (
         f"    capacity rule, T_bcast {i['t_bcast_s']:.2f} s from the publish call, "
         f"{i['dropped_fraction']:.0%} dropped as too old: "
@@ -227,7 +234,9 @@ def _learner(p: dict[str, Any]) -> None:
     i, m = p["inputs"], p["predicted"]
     batch, queue = i["batch"], i["queue_rollouts"]
     version = (
-        f"versions in time ({i['t_bcast_s']:.2f} s from the publish call, needed after "
+        "no version timed at 90% of the fleet, so no wait for one modelled"
+        if i["t_bcast_s"] is None
+        else f"versions in time ({i['t_bcast_s']:.2f} s from the publish call, needed after "
         f"{m['version_deadline_s']:.2f} s)"
         if m["version_wait_s"] == 0
         else f"{m['version_wait_s']:.2f} s a publication waiting for the version "

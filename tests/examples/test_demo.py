@@ -11,6 +11,7 @@ objects.
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 import sys
@@ -212,6 +213,7 @@ def test_the_planner_predicts_t_bcast_from_what_each_worker_measured(
         assert b["within_25_percent"] == (abs(b["ratio"] - 1) <= 0.25)
         named = {p for p, g in b["gaps_s"].items() if g > 0.1 * b["measured_median_s"]}
         assert set(b["missing_terms"]) == named
+        assert b["explained_s"] + b["other_gaps_s"] == pytest.approx(b["measured_median_s"])
 
 
 def test_the_learner_idle_prediction_is_the_model_fed_the_runs_counts(
@@ -253,3 +255,16 @@ def test_the_report_explains_the_idle_line_and_names_what_it_recommends(
     shown = [line[2:23].rstrip() for line in table.splitlines()[1:]]
     named = [label for label in LABELS.values() if label in reason.split(" (prices")[0]]
     assert named and set(named) <= set(shown)
+
+
+def test_a_run_whose_versions_never_reached_90_percent_still_reports(
+    report: dict[str, Any], capsys: Any
+) -> None:
+    broken = copy.deepcopy(report)
+    for v in broken["t_bcast"]["large"]["fleet"]["versions"]:
+        v["t_bcast_s"] = None
+    broken["planner"] = demo._planner(CONFIG, broken)
+    assert "unavailable" in broken["planner"]["large"]["t_bcast"]
+    assert "unavailable" in broken["planner"]["large"]["capacity_rule"]
+    rl_demo_render.print_report(broken)
+    assert "large run: T_bcast at 90% not predicted" in capsys.readouterr().out
