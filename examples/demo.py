@@ -17,8 +17,9 @@
    of its values per version, to the same fleet: the case where deltas pay,
    against the small policy where ``auto`` rightly ships full snapshots.
 5. Prints the report (versions, phases, T_bcast at 90% from the workers' status
-   objects, admission, reward, the planner beside the measurements, the 8B
-   reference point) and writes it as JSON with a PNG beside it.
+   objects, admission, reward, the planner's models fed with what the run
+   measured beside what it measured, the 8B reference point) and writes it as
+   JSON with a PNG beside it.
 
 Exits 1 if any worker installed bits that differ from what the learner
 published, if a trajectory older than the budget was trained on, or if no

@@ -12,7 +12,10 @@ After each install the worker writes its status object (exactly what
 ``wanrl-s3 worker`` writes, so ``wanrl-s3 status`` reads it) and tells the demo
 what it installed together with a BLAKE3 digest of the bits it now holds: the
 learner compares that digest with the bits it published, an end-to-end check
-that does not trust the library's own verification.
+that does not trust the library's own verification. A probe thread times a HEAD
+to the worker's bucket now and then, and the summary it sends at the end
+carries those times and where its wall clock went, for the planner beside the
+run (rl_demo_planner).
 """
 
 from __future__ import annotations

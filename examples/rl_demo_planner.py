@@ -3,14 +3,14 @@
 T_bcast at 90% comes from the fleet model that ``wanrl-s3 estimate --fleet``
 uses (``wanrl_s3.cost.object_storage_worker_terms``), one WorkerLink per worker
 built from that worker's own measurements: its request round trip to its bucket
-(the median of the HEADs its probe thread timed), its download rate (its
-largest download, less one round trip), its verify + install time, the poll
-interval, and its wait for a batch boundary: medians, like the figure it is
-held against (the median over versions), so that a slow stretch of the run
-does not move them. Status objects time a version from the
-manifest's stamp, so the commit's requests come first: the publisher creates
-the manifest in every region, then moves LATEST (a read, a compare-and-swap)
-region by region, and the measured commit is split over those requests.
+(the HEADs its probe thread timed), its download rate (its largest download,
+less one round trip), its verify + install time, the poll interval, and its
+wait for a batch boundary. Each is a median, like the figure it is held
+against (the median over versions), so that a slow stretch of the run does not
+move it. Status objects time a version from the manifest's stamp, so the
+commit's requests come first: the publisher creates the manifest in every
+region, then moves LATEST (a read, a compare-and-swap) region by region, and
+the measured commit is split over those requests.
 
 The learner's idle share comes from ``wanrl_s3.cost.learner_idle``: the pool's
 measured rate, the share the staleness filter dropped, what the queues can bank
@@ -18,9 +18,10 @@ while the learner trains, and the broadcast from the publish call. The capacity
 rule (``estimate``) gets the same inputs and says how many workers it would
 size, or that the gate fires.
 
-Where the prediction misses, the report does not guess why: it sets each phase
-of an install beside the model's term for it, and the spread of a version's 90%
-(its slowest workers) beside the workers' medians, so the gap is numbers.
+Where the prediction misses, the report does not guess why: at the worker the
+model puts at 90%, it sets each phase of an install beside the model's term for
+it, and a version's measured 90% beside that worker's mean install, so the gap
+is accounted for in seconds, and the terms that make most of it are named.
 """
 
 from __future__ import annotations
@@ -133,7 +134,8 @@ def dropped_fraction(report: Mapping[str, Any]) -> float:
 
 
 def publish_s(report: Mapping[str, Any], run: str) -> float:
-    """Median seconds from the publish call to the manifest's stamp: encode and upload."""
+    """Median seconds from the publish call to the manifest's stamp: the publisher's
+    checks that the version is free, encoding and the upload."""
     commits = _commits_s(report, run)
     return statistics.median(
         v["total_s"] - commits[v["version"]] for v in report["versions"][run][1:]
