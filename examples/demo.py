@@ -369,7 +369,6 @@ def _report(
         "versions": {run: [r.to_dict() for r in pubs[run].records] for run in RUNS},
         "installs": phases,
         "phase_medians": {run: rep.phase_medians(phases, run) for run in RUNS},
-        "bcast_breakdown": {run: rep.bcast_breakdown(phases, run) for run in RUNS},
         "delta_lever": {
             run: rep.delta_lever(
                 [r.to_dict() for r in pubs[run].records],

@@ -148,15 +148,3 @@ def delta_lever(
         "downloaded_if_all_full_bytes": len(rows) * full_bytes,
         "auto_limit": limit,
     }
-
-
-def bcast_breakdown(rows: Sequence[Mapping[str, Any]], run: str) -> dict[str, float | None]:
-    """Where a version's broadcast time goes, medians over every install of ``run``."""
-    mine = [r for r in rows if r["run"] == run and r["version"] > 0]
-    return {
-        "publish_to_seen_s": _median([r["seen_s"] for r in mine]),
-        "seen_to_ready_s": _median([r["ready_s"] for r in mine]),
-        "ready_to_installed_s": _median([r["total_s"] - r["seen_s"] - r["ready_s"] for r in mine]),
-        "download_s": _median([r["download_s"] for r in mine]),
-        "verify_s": _median([r["verify_s"] for r in mine]),
-    }
