@@ -5,9 +5,9 @@ uses (``wanrl_s3.cost.object_storage_worker_terms``), one WorkerLink per worker
 built from that worker's own measurements: its request round trip to its bucket
 (the HEADs its probe thread timed), its download rate (its largest download,
 less one round trip), its verify + install time, the poll interval, and its
-wait for a batch boundary. Each is a median, like the figure it is held
-against (the median over versions), so that a slow stretch of the run does not
-move it. Status objects time a version from the manifest's stamp, so the
+wait for a batch boundary. Each is a mean: the model adds its terms up, and
+the mean of a sum is the sum of the means (a median would leave out the
+installs that stalled). Status objects time a version from the manifest's stamp, so the
 commit's requests come first: the publisher creates the manifest in every
 region, then moves LATEST (a read, a compare-and-swap) region by region, and
 the measured commit is split over those requests.
@@ -19,15 +19,15 @@ rule (``estimate``) gets the same inputs and says how many workers it would
 size, or that the gate fires.
 
 Where the prediction misses, the report does not guess why: at the worker the
-model puts at 90%, it sets each phase of an install beside the model's term for
-it, and a version's measured 90% beside that worker's mean install, so the gap
-is accounted for in seconds, and the terms that make most of it are named.
+model puts at 90%, it sets each phase's mean beside the model's term for it,
+and a version's measured 90% beside that worker's mean install, so the gap is
+accounted for in seconds, and the terms that make most of it are named.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rl_demo_report import FRACTION
@@ -53,16 +53,12 @@ PHASES = {
     "target by number, 8 at a time, and asks again at every delta for each number that "
     "was never published (the demo publishes every kappa-th)",
     "download": "download: slower than the worker's largest download ran",
-    "verify_install": "verify + install, beyond the median fed in",
-    "batch_boundary": "batch boundary, beyond the fleet's median fed in",
+    "verify_install": "verify + install, beyond what was fed in",
+    "batch_boundary": "batch boundary, beyond the fleet's mean fed in",
 }
-STALLS = (
-    "stalls: each phase's mean above its median, installs that waited for a CPU now and "
-    "then (the learner, four workers and the store share this machine's cores)"
-)
 SPREAD = (
     "spread at 90%: a version's 90% is its slowest workers' time for that version, whose "
-    "poll phase and CPU waits fell late; the model takes each worker's typical time"
+    "poll phase and CPU waits fell late; the model takes each worker's mean"
 )
 #: The reference page's 8B operating point (tests/cost/operating_point.py), raw full snapshots.
 REFERENCE_8B = {
@@ -84,8 +80,8 @@ def boundary_s(row: Mapping[str, Any]) -> float:
 
 
 def request_s(summary: Mapping[str, Any]) -> float:
-    """The worker's request round trip: the median of its probe's timed HEADs."""
-    return statistics.median(summary["request_s"]) if summary["request_s"] else 0.0
+    """The worker's request round trip: the mean of its probe's timed HEADs."""
+    return statistics.mean(summary["request_s"]) if summary["request_s"] else 0.0
 
 
 def downlink_mbps(rows: Sequence[Mapping[str, Any]], rtt_s: float) -> float:
@@ -107,8 +103,8 @@ def _commits_s(report: Mapping[str, Any], run: str) -> dict[int, float]:
 
 
 def commit_s(report: Mapping[str, Any], run: str) -> float:
-    """The median commit, manifests and LATEST in every region."""
-    return statistics.median(_commits_s(report, run).values())
+    """The mean commit, manifests and LATEST in every region."""
+    return statistics.mean(_commits_s(report, run).values())
 
 
 def commit_by_region(report: Mapping[str, Any], run: str) -> dict[str, float]:
@@ -138,10 +134,10 @@ def dropped_fraction(report: Mapping[str, Any]) -> float:
 
 
 def publish_s(report: Mapping[str, Any], run: str) -> float:
-    """Median seconds from the publish call to the manifest's stamp: the publisher's
+    """Mean seconds from the publish call to the manifest's stamp: the publisher's
     checks that the version is free, encoding and the upload."""
     commits = _commits_s(report, run)
-    return statistics.median(
+    return statistics.mean(
         v["total_s"] - commits[v["version"]] for v in report["versions"][run][1:]
     )
 
@@ -164,7 +160,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
     rows = _installs(report, run)
     fetch = FetchModel(
         poll_interval_s,
-        batch_wait_s=statistics.median(boundary_s(r) for r in rows),
+        batch_wait_s=statistics.mean(boundary_s(r) for r in rows),
         goodput_share=1.0,  # the rates are measured as payload bytes per second
     )
     commits = commit_by_region(report, run)
@@ -174,7 +170,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
         if not mine:  # installed nothing after the first version: nothing to feed the model
             continue
         rtt_s = request_s(summary)
-        installing_s = statistics.median(r["verify_s"] + r["install_s"] for r in mine)
+        installing_s = statistics.mean(r["verify_s"] + r["install_s"] for r in mine)
         link = WorkerLink(
             name,
             downlink_mbps([r for r in report["installs"] if r["worker"] == name], rtt_s),
@@ -190,7 +186,7 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
             "commit_s": commits[summary["region"]],
             "terms": terms,
             "predicted_s": commits[summary["region"]] + sum(terms.values()),
-            "measured_median_s": statistics.median(r["total_s"] for r in mine),
+            "measured_mean_s": statistics.mean(r["total_s"] for r in mine),
         }
     return {
         "payload_gb": payload_gb,
@@ -220,29 +216,26 @@ def _phases_predicted(model: Mapping[str, Any], worker: Mapping[str, Any]) -> di
     }
 
 
-def _phases_measured(
-    rows: Sequence[Mapping[str, Any]], stat: Callable[[list[float]], float]
-) -> dict[str, float]:
-    """Each phase of these installs, summarised by ``stat`` (a median, or a mean: means
-    add up to the mean install time exactly)."""
+def _phases_measured(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each phase's mean over these installs: means add up to the mean install exactly."""
     return {
-        "commit_to_seen": stat([r["seen_s"] for r in rows]),
-        "seen_to_first_byte": stat([r["ready_s"] - r["download_s"] - r["verify_s"] for r in rows]),
-        "download": stat([r["download_s"] for r in rows]),
-        "verify_install": stat([r["verify_s"] + r["install_s"] for r in rows]),
-        "batch_boundary": stat([boundary_s(r) for r in rows]),
+        "commit_to_seen": statistics.mean(r["seen_s"] for r in rows),
+        "seen_to_first_byte": statistics.mean(
+            r["ready_s"] - r["download_s"] - r["verify_s"] for r in rows
+        ),
+        "download": statistics.mean(r["download_s"] for r in rows),
+        "verify_install": statistics.mean(r["verify_s"] + r["install_s"] for r in rows),
+        "batch_boundary": statistics.mean(boundary_s(r) for r in rows),
     }
 
 
 def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict[str, Any]:
     """T_bcast at 90% predicted by the fleet model beside the status objects' figure.
 
-    The gap is split exactly, at the worker the model puts at 90%, into: each
-    phase's median against the model's term for it (what the model misses),
-    each phase's mean above its median (the installs that stalled), and the
-    spread, a version's measured 90% (its slowest workers that version) against
-    that worker's mean install. Terms above a tenth of the measured figure are
-    named.
+    The gap is split exactly, at the worker the model puts at 90%, into each
+    phase's mean against the model's term for it, and the spread, a version's
+    measured 90% (its slowest workers that version) against that worker's mean
+    install. Terms above NAMED_SHARE of the measured figure are named.
     """
     model = worker_model(report, run, poll_interval_s)
     workers = model["workers"]
@@ -255,13 +248,11 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
     median = statistics.median(measured)
     mine = [r for r in _installs(report, run) if r["worker"] == at_90]
     phases_pred = _phases_predicted(model, workers[at_90])
-    medians = _phases_measured(mine, statistics.median)
-    means = _phases_measured(mine, statistics.mean)
-    gaps = {p: medians[p] - phases_pred[p] for p in PHASES}
-    gaps["stalls"] = sum(means[p] - medians[p] for p in PHASES)
+    phases_meas = _phases_measured(mine)
+    gaps = {p: phases_meas[p] - phases_pred[p] for p in PHASES}
     gaps["spread"] = median - statistics.mean(r["total_s"] for r in mine)
     details = {"seen_to_first_byte": unpublished_asked(report, run)}
-    names = {**PHASES, "stalls": STALLS, "spread": SPREAD}
+    names = {**PHASES, "spread": SPREAD}
     missing = {p: g for p, g in gaps.items() if g > NAMED_SHARE * median}
     return {
         "predicted_s": predicted,
@@ -271,8 +262,7 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
         "within_25_percent": abs(predicted / median - 1.0) <= 0.25,
         "worker_at_90": at_90,
         "phases_predicted_s": phases_pred,
-        "phases_median_s": medians,
-        "phases_mean_s": means,
+        "phases_measured_s": phases_meas,
         "gaps_s": gaps,
         "missing_terms": {
             p: {"term": names[p], "measured_s": g, **details.get(p, {})} for p, g in missing.items()

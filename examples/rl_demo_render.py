@@ -194,13 +194,10 @@ def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
         f"(its requests split by region), poll {m['poll_interval_s']:g} s, verify+install and "
         f"batch boundary as measured"
     )
-    pred, med, mean = b["phases_predicted_s"], b["phases_median_s"], b["phases_mean_s"]
+    pred, meas = b["phases_predicted_s"], b["phases_measured_s"]
     print(
-        f"    {b['worker_at_90']}, at 90% in the model, per install, model / measured median / "
-        "mean (s): "
-        + ", ".join(
-            f"{PHASE_LABELS[k]} {pred[k]:.2f}/{med[k]:.2f}/{mean[k]:.2f}" for k in PHASE_LABELS
-        )
+        f"    {b['worker_at_90']}, at 90% in the model, per install, model / measured mean (s): "
+        + ", ".join(f"{PHASE_LABELS[k]} {pred[k]:.2f}/{meas[k]:.2f}" for k in PHASE_LABELS)
         + f"; a version's 90% of {workers} workers {b['gaps_s']['spread']:+.2f} beyond "
         "this worker's mean"
     )

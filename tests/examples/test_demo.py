@@ -195,11 +195,11 @@ def test_the_planner_predicts_t_bcast_from_what_each_worker_measured(
         m = b["model"]
         rows = [i for i in report["installs"] if i["run"] == run and i["version"] > 0]
         boundary = [r["total_s"] - r["seen_s"] - r["ready_s"] - r["install_s"] for r in rows]
-        fetch = FetchModel(poll_s, batch_wait_s=statistics.median(boundary), goodput_share=1.0)
+        fetch = FetchModel(poll_s, batch_wait_s=statistics.mean(boundary), goodput_share=1.0)
         times = []
         for name, w in m["workers"].items():
             summary = report["workers"][name]
-            rtt_ms = 1e3 * statistics.median(summary["request_s"])  # the probe's median
+            rtt_ms = 1e3 * statistics.mean(summary["request_s"])  # the probe's mean
             assert w["link"]["rtt_ms"] == pytest.approx(rtt_ms)
             link = WorkerLink(
                 name, w["link"]["downlink_mbps"], 1.0, w["link"]["rtt_ms"],
