@@ -169,6 +169,15 @@ def _planner(r: dict[str, Any]) -> None:
     )
     for run in ("policy", "large"):
         _planner_run(run, p[run], r["config"]["workers"])
+    if (
+        "infeasible" in p["policy"]["capacity_rule"]
+        and not p["learner"]["predicted"]["version_wait_s"]
+    ):
+        print(
+            "  (the rule's gate holds for a learner kept busy: with enough workers its steps "
+            "take T_train and the broadcast overruns them; this one waits for trajectories, "
+            "and its longer steps give the broadcast the time, as the line below shows)"
+        )
     _learner(p["learner"])
     _reference_8b(p["reference_8b"])
 
