@@ -181,6 +181,8 @@ def worker_model(report: Mapping[str, Any], run: str, poll_interval_s: float) ->
         )
         terms = object_storage_worker_terms(link, payload_gb, snapshot_gb, fetch, delta)
         workers[name] = {
+            "probe_samples": len(summary["request_s"]),
+            "probe_error": summary["probe_error"],  # the last HEAD that failed, if any
             "link": {k: getattr(link, k) for k in ("downlink_mbps", "rtt_ms", "region")},
             "install_mb_per_s": link.install_mb_per_s,
             "commit_s": commits[summary["region"]],

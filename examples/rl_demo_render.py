@@ -195,6 +195,12 @@ def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
         f"{b['measured_max_s']:.2f} s): {b['ratio']:.2f}x, {verdict}"
     )
     links = m["workers"].values()
+    for name, w in m["workers"].items():
+        if w["probe_error"] or not w["probe_samples"]:
+            print(
+                f"    {name}: {w['probe_samples']} request round trips timed (a HEAD failed: "
+                f"{w['probe_error']}); with none the model has 0 ms"
+            )
     rtts = [w["link"]["rtt_ms"] for w in links]
     downs = [w["link"]["downlink_mbps"] for w in links]
     print(

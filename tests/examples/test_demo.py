@@ -259,14 +259,18 @@ def test_the_report_explains_the_idle_line_and_names_what_it_recommends(
     assert named and set(named) <= set(shown)
 
 
-def test_a_run_whose_versions_never_reached_90_percent_still_reports(
+def test_a_run_whose_versions_never_reached_90_percent_or_whose_probe_failed_reports(
     report: dict[str, Any], capsys: Any
 ) -> None:
     broken = copy.deepcopy(report)
     for v in broken["t_bcast"]["large"]["fleet"]["versions"]:
         v["t_bcast_s"] = None
+    worker = next(iter(broken["workers"].values()))
+    worker["request_s"], worker["probe_error"] = [], "StoreError: HEAD LATEST failed"
     broken["planner"] = demo._planner(CONFIG, broken)
     assert "unavailable" in broken["planner"]["large"]["t_bcast"]
     assert "unavailable" in broken["planner"]["large"]["capacity_rule"]
     rl_demo_render.print_report(broken)
-    assert "large run: T_bcast at 90% not predicted" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "large run: T_bcast at 90% not predicted" in out
+    assert "0 request round trips timed (a HEAD failed: StoreError: HEAD LATEST failed)" in out
