@@ -113,6 +113,9 @@ def test_infeasible_exits_5_with_one_line(capsys: pytest.CaptureFixture[str]) ->
         [*POINT_8B, "--cdn-edges", "0"],
         [*POINT_8B, "--replica-regions", "us-east-2,,"],
         [*POINT_8B, "--replica-regions", "us-east-2", "--regions", "3"],
+        [*POINT_8B, "--dropped-fraction", "1"],
+        [*POINT_8B, "--dropped-fraction", "-0.1"],
+        [*POINT_8B, "--dropped-fraction", "nan"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -213,3 +216,17 @@ def test_a_small_model_is_not_a_zero_gigabyte_snapshot(capsys: pytest.CaptureFix
     assert main(["estimate", "--params", "2e6", "--t-train-s", "10", "--batch", "64"]) == 0
     out = capsys.readouterr().out
     assert "snapshot 4 MB" in out and "0.0 GB" not in out
+
+
+def test_drops_size_a_larger_fleet_and_nothing_dropped_is_the_pages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A fifth dropped as too old: 4096 / 1563 / 0.8 = 3.276 rollouts/s, 11 workers, not 9."""
+    code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0.2")
+    assert code == 0
+    assert (
+        "required pool 3.276 rollouts/s (20% dropped as too old: 2.621 admitted), "
+        "11 workers at 0.33 rollouts/s" in out
+    )
+    code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0")
+    assert code == 0 and "required pool 2.621 rollouts/s, 9 workers" in out

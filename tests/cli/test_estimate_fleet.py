@@ -47,6 +47,22 @@ def test_a_fleet_file_sets_the_fleet_and_its_quantile_sets_t_bcast(
     assert "downlinks 10-1000 Mbps (median 1000), round trips 10-200 ms; T_bcast at 90%" in header
 
 
+def test_a_batch_boundary_adds_to_each_rows_broadcast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("name,downlink_mbps,uplink_mbps,rtt_ms\na,100,100,10\nb,200,200,20\n")
+    before, _ = plan_of(capsys, "--fleet", str(fleet))
+    after, _ = plan_of(capsys, "--fleet", str(fleet), "--batch-wait-s", "7.5")
+    for name, row in before["by_topology"].items():
+        assert after["by_topology"][name]["t_bcast_s"] == pytest.approx(row["t_bcast_s"] + 7.5)
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet), "--batch-wait-s", "7.5"]) == 0
+    assert "poll 10 s, batch boundary 7.5 s" in capsys.readouterr().out
+    assert main([*PLAN, "--fleet", str(fleet), "--batch-wait-s", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("wanrl-s3: error: batch_wait_s must be")
+
+
 def test_fleet_flags_refuse_what_contradicts_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -104,6 +104,14 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
         help="per worker, default 0.33",
     )
     g.add_argument("--gamma", type=float, default=1.1, metavar="G", help="default 1.1")
+    g.add_argument(
+        "--dropped-fraction",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="share of the trajectories reaching the learner that it drops as too old, "
+        "in [0, 1): the pool must generate 1/(1-D) more (default 0)",
+    )
     g.add_argument("--workers", type=int, metavar="N", help="fix the fleet instead of sizing it")
 
 
@@ -228,7 +236,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "full_ratio", "trainer_ranks", "trainer_uplink_gbps",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction",
 )  # fmt: skip
 
 

@@ -49,6 +49,13 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
         "--poll-interval-s", type=float, default=10.0, metavar="S", help="workers' (default 10)"
     )
     g.add_argument("--chains", type=int, metavar="K", help="peer chains (default: B0 / median)")
+    g.add_argument(
+        "--batch-wait-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="each worker's wait for a batch boundary to install at (default 0)",
+    )
 
 
 def _read_fleet_file(path: str) -> FleetLinks:
@@ -97,6 +104,7 @@ def fleet_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "install_mb_per_s": args.install_mb_per_s,
         "poll_interval_s": args.poll_interval_s,
         "chains": args.chains,
+        "batch_wait_s": args.batch_wait_s,
     }
     if args.fleet is None and args.from_status is None:
         return common

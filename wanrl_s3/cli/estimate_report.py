@@ -65,13 +65,22 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         *_fleet_line(plan),
         _publish_line(plan),
         f"T_bcast {plan.t_bcast_s:.0f} s ({source}): slack {plan.slack_s:.0f} s, "
-        f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
+        f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s{_drops(plan)}, "
         f"{plan.workers_needed} workers at {i.worker_rollouts_per_s:g} rollouts/s "
         f"(gamma {i.gamma:g})",
         f"prices: {provider.display} (read {plan.prices_as_of}), {i.regions} {region_word}; "
         f"run {i.steps} steps = {i.publications} publications",
         *_cdn_line(plan),
     ]
+
+
+def _drops(plan: Plan) -> str:
+    """What the staleness filter throws away, when the user said it does."""
+    d = plan.inputs.dropped_fraction
+    if not d:
+        return ""
+    admitted = plan.required_pool_rollouts_per_s * (1.0 - d)
+    return f" ({d:.0%} dropped as too old: {admitted:.3f} admitted)"
 
 
 def _fleet_line(plan: Plan) -> list[str]:
@@ -86,6 +95,7 @@ def _fleet_line(plan: Plan) -> list[str]:
         f"downlinks {min(down):g}-{max(down):g} Mbps (median {i.fleet.median_downlink_mbps:g}), "
         f"round trips {min(rtt):g}-{max(rtt):g} ms; T_bcast at {i.bcast_fraction:.0%} of them, "
         f"poll {i.fetch.poll_interval_s:g} s"
+        + (f", batch boundary {i.batch_wait_s:g} s" if i.batch_wait_s else "")
     ]
 
 

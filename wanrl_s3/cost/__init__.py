@@ -13,10 +13,12 @@ from .capacity import (
     bubble_ratio,
     is_feasible,
     min_feasible_kappa,
+    require_dropped_fraction,
     required_pool_rollouts_per_s,
     slack_s,
     staleness_budget,
     step_s_at_pool,
+    usable_rollouts_per_s,
     workers_needed,
 )
 from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
@@ -41,6 +43,7 @@ from .fleet import (
     chain_worker_times_s,
     object_storage_fleet_s,
     object_storage_worker_s,
+    object_storage_worker_terms,
     star_fleet_s,
 )
 from .fleet_file import fleet_to_csv, parse_fleet
@@ -56,6 +59,7 @@ from .gpu import (
     saving_fraction,
 )
 from .inputs import TOPOLOGIES, PlanInputs
+from .learner import LearnerIdle, learner_idle
 from .plan import Plan, TopologyEstimate, estimate, evaluate
 from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
@@ -80,6 +84,7 @@ __all__ = [
     "CdnPrices",
     "FetchModel",
     "FleetLinks",
+    "LearnerIdle",
     "Plan",
     "PlanInputs",
     "PriceBook",
@@ -111,17 +116,20 @@ __all__ = [
     "hourly_usd",
     "is_feasible",
     "is_stale",
+    "learner_idle",
     "load_prices",
     "min_feasible_kappa",
     "month_usd",
     "object_storage_fleet_s",
     "object_storage_s",
     "object_storage_worker_s",
+    "object_storage_worker_terms",
     "origin_fetches",
     "parse_fleet",
     "parse_prices",
     "payload_gb",
     "requests_usd",
+    "require_dropped_fraction",
     "required_pool_rollouts_per_s",
     "run_rates",
     "saving_fraction",
@@ -139,5 +147,6 @@ __all__ = [
     "tiered_usd",
     "transfer_s",
     "transfer_usd",
+    "usable_rollouts_per_s",
     "workers_needed",
 ]

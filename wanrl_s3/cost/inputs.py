@@ -85,6 +85,9 @@ class PlanInputs:
     bcast_fraction: float = 0.9
     install_mb_per_s: float = fleet_model.DEFAULT_INSTALL_MB_PER_S
     chains: int | None = None
+    batch_wait_s: float = 0.0  # each worker's wait for a batch boundary to install at
+    # Share of the trajectories reaching the learner that it drops as too old (capacity.py).
+    dropped_fraction: float = 0.0
     # Coded full versions and the trainer's own publication (cost/publication.py).
     full_ratio: float = TYPICAL_FULL_RATIO
     trainer_ranks: int = 1
@@ -121,6 +124,7 @@ class PlanInputs:
         if self.t_bcast_s is not None:
             require_non_negative("t_bcast_s", self.t_bcast_s)
         cap.require_gamma(self.gamma)
+        cap.require_dropped_fraction(self.dropped_fraction)
         for gpu, count in self.trainer_gpus:
             require_int(f"trainer GPU count of {gpu}", count)
         cap.staleness_budget(staleness=self.staleness, force=self.force)
@@ -136,6 +140,7 @@ class PlanInputs:
         if self.measured_t_bcast_s and self.workers is None:
             raise UsageError("measured_t_bcast_s needs a fixed fleet (workers, or a fleet file)")
         require_positive("install_mb_per_s", self.install_mb_per_s)
+        require_non_negative("batch_wait_s", self.batch_wait_s)
         if self.chains is not None:
             require_int("chains", self.chains)
         if self.fleet is not None and self.workers != len(self.fleet):
@@ -168,7 +173,11 @@ class PlanInputs:
 
     @property
     def fetch(self) -> fleet_model.FetchModel:
-        return fleet_model.FetchModel(self.poll_interval_s, install_mb_per_s=self.install_mb_per_s)
+        return fleet_model.FetchModel(
+            self.poll_interval_s,
+            install_mb_per_s=self.install_mb_per_s,
+            batch_wait_s=self.batch_wait_s,
+        )
 
     @property
     def budget(self) -> cap.StalenessBudget:

@@ -24,6 +24,7 @@ from .timing import (
     row_payload_gb,
     size_fleet,
     t_bcast_model_s,
+    workers_needed_at,
 )
 from .traffic import cdn_prices, run_costs, topologies
 
@@ -133,8 +134,9 @@ def evaluate(inputs: PlanInputs, prices: PriceBook, name: str, workers: int) -> 
     payload_gb = row_payload_gb(i, name)
     feasible = cap.is_feasible(i.t_train_s, t_bcast, i.kappa)
     pool = workers * i.worker_rollouts_per_s
-    bubble = cap.bubble_ratio(i.t_train_s, t_bcast, i.kappa, i.batch, pool)
-    step_s = cap.step_s_at_pool(i.t_train_s, t_bcast, i.kappa, i.batch, pool)
+    drops = {"dropped_fraction": i.dropped_fraction}
+    bubble = cap.bubble_ratio(i.t_train_s, t_bcast, i.kappa, i.batch, pool, **drops)
+    step_s = cap.step_s_at_pool(i.t_train_s, t_bcast, i.kappa, i.batch, pool, **drops)
     costs = run_costs(i, prices, name, workers, step_s)
     fleet = dict(i.trainer_gpus)
     fleet[i.worker_gpu] = fleet.get(i.worker_gpu, 0) + workers
@@ -142,9 +144,7 @@ def evaluate(inputs: PlanInputs, prices: PriceBook, name: str, workers: int) -> 
     other_run = costs.egress_usd_per_run + costs.requests_usd_per_run + costs.storage_usd_per_run
     needed = None
     if feasible:
-        needed = cap.workers_needed(
-            i.t_train_s, t_bcast, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma
-        )
+        needed = workers_needed_at(i, t_bcast)
     return TopologyEstimate(
         name=name,
         payload_gb=payload_gb,
@@ -234,11 +234,9 @@ def estimate(inputs: PlanInputs, prices: PriceBook) -> Plan:
         t_bcast_source=source,
         slack_s=cap.slack_s(i.t_train_s, t_bcast, i.kappa),
         required_pool_rollouts_per_s=cap.required_pool_rollouts_per_s(
-            i.t_train_s, t_bcast, i.kappa, i.batch
+            i.t_train_s, t_bcast, i.kappa, i.batch, dropped_fraction=i.dropped_fraction
         ),
-        workers_needed=cap.workers_needed(
-            i.t_train_s, t_bcast, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma
-        ),
+        workers_needed=workers_needed_at(i, t_bcast),
         by_topology=rows,
         recommended=recommended,
         reason=reason,

@@ -75,6 +75,15 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     raise UsageError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGIES)}")
 
 
+def workers_needed_at(inputs: PlanInputs, t_bcast_s: float) -> int:
+    """The capacity rule's fleet for these inputs at a broadcast time (drops included)."""
+    i = inputs
+    return cap.workers_needed(
+        i.t_train_s, t_bcast_s, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma,
+        dropped_fraction=i.dropped_fraction,
+    )  # fmt: skip
+
+
 def size_fleet(inputs: PlanInputs, name: str) -> tuple[int, bool]:
     """Smallest fleet N with workers_needed(T_bcast(N)) <= N, and whether it exists.
 
@@ -87,9 +96,7 @@ def size_fleet(inputs: PlanInputs, name: str) -> tuple[int, bool]:
         t_bcast = t_bcast_model_s(i, name, fleet)
         if not cap.is_feasible(i.t_train_s, t_bcast, i.kappa):
             return fleet, False
-        need = cap.workers_needed(
-            i.t_train_s, t_bcast, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma
-        )
+        need = workers_needed_at(i, t_bcast)
         if need <= fleet:
             return fleet, True
         fleet = need
