@@ -10,7 +10,6 @@ keyframe instead of installing garbage.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -142,6 +141,10 @@ class Subscriber:
         # every manifest and LATEST this subscriber reads: bounded, pinned, cached, and LATEST
         # never followed backwards (the manifest owner, wanrl_s3.format.manifests)
         self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
+        # Version numbers below a committed delta that were found unpublished: the claim
+        # rule (a version must be newer than the newest) means they never appear later,
+        # so the prefetch asks for each once, not again before every delta.
+        self._unpublished: set[int] = set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -234,14 +237,22 @@ class Subscriber:
         if target.kind != "delta" or target.keyframe_version is None:
             return
         low = max(target.keyframe_version, target.version - PREFETCH_MANIFESTS)
-        wanted = [v for v in range(low, target.version) if not self.manifests.is_cached(v)]
+        wanted = [
+            v
+            for v in range(low, target.version)
+            if v not in self._unpublished and not self.manifests.is_cached(v)
+        ]
         if len(wanted) > 1:
             for done in [self._meta_pool.submit(self._manifest_if_there, v) for v in wanted]:
                 done.result()
 
     def _manifest_if_there(self, version: int) -> None:
-        with contextlib.suppress(WanrlError):
+        try:
             self.manifest(version)
+        except NotFoundError:
+            self._unpublished.add(version)  # set.add is atomic; the pool's threads share it
+        except WanrlError:
+            pass  # left to the chain walk, which reports it if the chain needs it
 
     def identify(self, tensors: Mapping[str, np.ndarray]) -> int | None:
         """The newest version whose tensors are exactly these, by name, dtype, shape and hash.
