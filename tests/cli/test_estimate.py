@@ -112,7 +112,7 @@ def test_infeasible_exits_5_with_one_line(capsys: pytest.CaptureFixture[str]) ->
         [*POINT_8B, "--cdn", "cloudflare"],  # fronts R2 and B2, not S3
         [*POINT_8B, "--cdn-edges", "0"],
         [*POINT_8B, "--replica-regions", "us-east-2,,"],
-        [*POINT_8B, "--replica-regions", "us-east-2", "--regions", "3"],
+        [*POINT_8B, "--replica-regions", "us-east-2", "--region-count", "3"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(

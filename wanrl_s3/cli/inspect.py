@@ -13,8 +13,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "inspect", help="list versions (kind, sizes, density)", description=__doc__
     )
-    add_store_args(p)
-    p.add_argument("--version", type=version_arg, default=None, help="show this version's tensors")
+    add_store_args(
+        p,
+        verify="list only versions whose manifests are signed by one of these keys: an "
+        "unsigned or forged one is refused (exit 3)",
+    )
+    p.add_argument(
+        "--version",
+        type=version_arg,
+        default=None,
+        metavar="N|latest",
+        help="show this version's tensors (default: list every version)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
