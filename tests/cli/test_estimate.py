@@ -144,6 +144,36 @@ def test_from_verl_config_names_the_command_that_replaced_it(
     assert "python -m wanrl_s3_verl.estimate run.yaml" in err
 
 
+def test_the_moved_flag_is_named_before_the_flags_it_would_have_supplied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--from-verl-config", "run.yaml")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "python -m wanrl_s3_verl.estimate run.yaml" in err
+
+
+def test_required_flags_are_named_together(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--t-train-s", "1500")
+    assert (code, out) == (2, "")
+    assert err == (
+        "wanrl-s3: error: estimate: the following arguments are required: --params, --batch\n"
+    )
+
+
+def test_region_count_and_its_old_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    """--regions names a regions FILE in every other command: estimate counts with
+    --region-count; the old --regions N still plans, with one warning line."""
+    code, out, err = run_cli(capsys, *POINT_8B, "--region-count", "3", "--json")
+    assert (code, json.loads(out)["inputs"]["regions"]) == (0, 3)
+    assert "--region-count" not in err
+    code, old, err = run_cli(capsys, *POINT_8B, "--regions", "3", "--json")
+    assert code == 0 and json.loads(old) == json.loads(out)
+    assert err.startswith(
+        "wanrl-s3: warning: estimate --regions 3 is now --region-count 3 (--regions names a "
+        "regions file in the other commands)\n"
+    )
+
+
 def test_the_planner_reads_no_yaml() -> None:
     """The core parses no verl config: estimate imports neither PyYAML nor the adapter."""
     code = (

@@ -107,13 +107,17 @@ def add_store_args(
     """``--store`` and the flags that reach it; ``verify``: what ``--verify-key`` does in
     this command, or None for a command that checks no signature (then it has no such flag)."""
     g = parser.add_argument_group("store")
-    g.add_argument("--store", required=required, metavar="URL", help=f"the store: {STORE_URLS}")
+    either = "" if required else " (this or --regions FILE)"
+    g.add_argument(
+        "--store", required=required, metavar="URL", help=f"the store: {STORE_URLS}{either}"
+    )
     g.add_argument(
         "--endpoint-url",
         metavar="URL",
         default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="endpoint of an S3-compatible service (R2, MinIO, GCS's S3 API ...), or of a "
-        "gs:// or az:// emulator (default: $AWS_ENDPOINT_URL, else the provider's own)",
+        help="the service's endpoint: an S3-compatible one for s3:// (R2, MinIO, GCS's S3 "
+        "API ...), the API endpoint for gs:// (an emulator), the account URL for az:// "
+        "(Azurite, a private endpoint) (default: $AWS_ENDPOINT_URL, else the provider's own)",
     )
     g.add_argument(
         "--profile",

@@ -85,8 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--run-id",
         metavar="ID",
         default=None,
-        help="the run id recorded in the manifest (default: the store's newest version's, "
-        "else a new random one)",
+        help="the run id recorded in the manifest (default: a new one each call, "
+        "run-DATE-TIME-RANDOM)",
     )
     p.add_argument(
         "--signing-key",
