@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ..format.manifest import Manifest
+from ..humanize import count
 from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
 
 
@@ -81,7 +82,7 @@ def _show_version(m: Manifest, as_json: bool) -> int:
         return 0
     print(
         f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
-        f"{m.keyframe_version}), run {m.run_id}, {len(m.tensors)} tensors, "
+        f"{m.keyframe_version}), run {m.run_id}, {count(len(m.tensors), 'tensor')}, "
         f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored"
     )
     for t in m.tensors:

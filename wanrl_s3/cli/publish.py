@@ -19,6 +19,7 @@ from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.signing import Signer
+from ..humanize import count
 from ..io.malloc import return_big_buffers
 from ..io.pages import release
 from ..io.safetensors_file import SafetensorsFile, read_source
@@ -191,7 +192,7 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
         print(
             f"published v{result.version} ({result.kind}{against}) to "
             f"{', '.join(s.url for s in stores)}: "
-            f"{result.tensors} tensors, {human_bytes(result.raw_bytes)} raw, "
+            f"{count(result.tensors, 'tensor')}, {human_bytes(result.raw_bytes)} raw, "
             f"{human_bytes(result.stored_bytes)} stored, {result.seconds:.2f} s "
             f"({result.throughput_mb_s:,.0f} MB/s of tensors)"
         )

@@ -19,6 +19,7 @@ from ..errors import UsageError
 from ..fetch.files import local_snapshot, pull_to_file
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
+from ..humanize import count
 from ..io.malloc import return_big_buffers
 from .common import (
     add_read_concurrency_arg,
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         via = " -> ".join(f"v{v}" for v in snap.path) or "local copy"
         print(
-            f"pulled v{snap.version} to {args.out}: {len(snap.tensors)} tensors, "
+            f"pulled v{snap.version} to {args.out}: {count(len(snap.tensors), 'tensor')}, "
             f"{human_bytes(snap.downloaded_bytes)} downloaded via {via} in {seconds:.2f} s "
             f"({summary['mb_per_s']} MB/s), every tensor verified"
         )
