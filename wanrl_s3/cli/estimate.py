@@ -142,7 +142,10 @@ def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     )
     budget = g.add_mutually_exclusive_group()
     budget.add_argument(
-        "--staleness", type=int, metavar="S", help="staleness budget S, >= 3 (default: 3)"
+        "--staleness",
+        type=int,
+        metavar="S",
+        help="staleness budget S, >= 3 unless --force (default: 3)",
     )
     budget.add_argument(
         "--kappa",
