@@ -10,7 +10,7 @@ from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
 from ..cost.timing import publish_s
 from ..cost.topology import star_unlimited_s
-from ..humanize import count
+from ..units import count
 
 _COLUMNS = ("topology", "T_bcast", "feasible", "needed", "egress/pub", "egress/run", "cost/step")
 _WIDTHS = (20, 8, 8, 7, 10, 11, 9)

@@ -6,7 +6,7 @@ import argparse
 import dataclasses
 
 from ..fleet.retention import GcReport, RetentionPolicy, collect
-from ..humanize import count
+from ..units import count
 from .common import (
     add_regions_arg,
     add_store_args,

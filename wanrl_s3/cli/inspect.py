@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ..format.manifest import Manifest
-from ..humanize import count
+from ..units import count
 from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
 
 

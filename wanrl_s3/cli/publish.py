@@ -19,7 +19,6 @@ from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.signing import Signer
-from ..humanize import count
 from ..io.malloc import return_big_buffers
 from ..io.pages import release
 from ..io.safetensors_file import SafetensorsFile, read_source
@@ -27,7 +26,7 @@ from ..io.source import StreamedSource
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
 from ..publish.resume import resume, resume_point
 from ..store import ObjectStore
-from ..units import MiB
+from ..units import MiB, count
 from .common import (
     add_regions_arg,
     add_store_args,

@@ -19,8 +19,8 @@ from ..errors import UsageError
 from ..fetch.files import local_snapshot, pull_to_file
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
-from ..humanize import count
 from ..io.malloc import return_big_buffers
+from ..units import count
 from .common import (
     add_read_concurrency_arg,
     add_region_arg,

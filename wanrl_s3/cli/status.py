@@ -23,7 +23,7 @@ from ..fleet.bcast import (
     read_records,
 )
 from ..fleet.status import read_statuses
-from ..humanize import count
+from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
 
 LEGEND = (

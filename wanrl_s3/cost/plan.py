@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from ..errors import InfeasiblePlanError, UsageError
-from ..humanize import count
 from ..staleness import MAX_STABLE_STALENESS
+from ..units import count
 from . import capacity as cap
 from . import topology
 from .gpu import hourly_usd

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...humanize import binary_bytes
+from ...units import binary_bytes
 from .state import Ready
 
 
