@@ -60,6 +60,18 @@ def test_publish_pull_inspect_round_trip(cli, url: str, tmp_path: Path) -> None:
     assert listing["versions"][0]["tensors"] == 5
 
 
+def test_one_tensor_is_counted_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"file://{tmp_path}/store"
+    src = write_file(tmp_path / "v1.safetensors", {"w": np.ones(8, np.float32)})
+    for argv, says in (
+        (["publish", str(src), "--store", url, "--version", "1"], ": 1 tensor, 32 B raw"),
+        (["pull", "--store", url, "--out", str(tmp_path / "got.safetensors")], ": 1 tensor, "),
+        (["inspect", "--store", url, "--version", "1"], ", 1 tensor, 32 B raw"),
+    ):
+        assert main(argv) == 0
+        assert says in capsys.readouterr().out
+
+
 def test_folder_of_shards(cli, url: str, tmp_path: Path) -> None:
     shards = tmp_path / "ckpt"
     shards.mkdir()

@@ -112,7 +112,7 @@ def test_infeasible_exits_5_with_one_line(capsys: pytest.CaptureFixture[str]) ->
         [*POINT_8B, "--cdn", "cloudflare"],  # fronts R2 and B2, not S3
         [*POINT_8B, "--cdn-edges", "0"],
         [*POINT_8B, "--replica-regions", "us-east-2,,"],
-        [*POINT_8B, "--replica-regions", "us-east-2", "--regions", "3"],
+        [*POINT_8B, "--replica-regions", "us-east-2", "--region-count", "3"],
         [*POINT_8B, "--dropped-fraction", "1"],
         [*POINT_8B, "--dropped-fraction", "-0.1"],
         [*POINT_8B, "--dropped-fraction", "nan"],
@@ -145,6 +145,36 @@ def test_from_verl_config_names_the_command_that_replaced_it(
     code, out, err = run_cli(capsys, *POINT_8B, "--from-verl-config", "run.yaml")
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "python -m wanrl_s3_verl.estimate run.yaml" in err
+
+
+def test_the_moved_flag_is_named_before_the_flags_it_would_have_supplied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--from-verl-config", "run.yaml")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "python -m wanrl_s3_verl.estimate run.yaml" in err
+
+
+def test_required_flags_are_named_together(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--t-train-s", "1500")
+    assert (code, out) == (2, "")
+    assert err == (
+        "wanrl-s3: error: estimate: the following arguments are required: --params, --batch\n"
+    )
+
+
+def test_region_count_and_its_old_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    """--regions names a regions FILE in every other command: estimate counts with
+    --region-count; the old --regions N still plans, with one warning line."""
+    code, out, err = run_cli(capsys, *POINT_8B, "--region-count", "3", "--json")
+    assert (code, json.loads(out)["inputs"]["regions"]) == (0, 3)
+    assert "--region-count" not in err
+    code, old, err = run_cli(capsys, *POINT_8B, "--regions", "3", "--json")
+    assert code == 0 and json.loads(old) == json.loads(out)
+    assert err.startswith(
+        "wanrl-s3: warning: estimate --regions 3 is now --region-count 3 (--regions names a "
+        "regions file in the other commands)\n"
+    )
 
 
 def test_the_planner_reads_no_yaml() -> None:
@@ -226,7 +256,7 @@ def test_drops_size_a_larger_fleet_and_nothing_dropped_is_the_pages(
     assert code == 0
     assert (
         "required pool 3.276 rollouts/s (20% dropped as too old: 2.621 admitted), "
-        "11 workers at 0.33 rollouts/s" in out
+        "11 workers needed at 0.33 rollouts/s each" in out
     )
     code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0")
-    assert code == 0 and "required pool 2.621 rollouts/s, 9 workers" in out
+    assert code == 0 and "required pool 2.621 rollouts/s, 9 workers needed" in out

@@ -124,3 +124,57 @@ def test_from_status_reads_each_workers_measured_link(
     assert links["b"]["downlink_mbps"] == pytest.approx(20.0) and links["b"]["rtt_ms"] == 200.0
     assert links["a"]["install_mb_per_s"] == pytest.approx(1.0 / 0.02)  # 1 MB raw in 0.02 s
     assert "left out gone: expired" in err and "left out old: no round trip recorded" in err
+
+
+def test_a_fleet_too_small_is_short_in_the_rows_the_headline_and_the_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two workers where six or more are needed: no row says "yes" while a warning says
+    the fleet is too small; each row names the fleet it needs."""
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n1000,100,20\n500,50,40\n")
+    argv = ["estimate", "--params", "1e9", "--t-train-s", "300", "--batch", "512"]
+    assert main([*argv, "--fleet", str(fleet)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("topology"))
+    assert lines[header].split()[2:4] == ["feasible", "needed"]
+    rows = [line[20:].split() for line in lines[header + 1 : header + 7]]
+    needed = [int(r[3]) for r in rows]
+    assert [r[2] for r in rows] == ["short"] * 6 and min(needed) > 2
+    assert lines[header + 7].startswith("short: the broadcast fits in kappa*T_train, but a fleet")
+    assert (
+        f"{min(needed)} workers needed at 0.33 rollouts/s each (gamma 1.1); the fleet has 2" in out
+    )
+    warned = [line for line in err.splitlines() if "smaller than the" in line]
+    assert len(warned) == 6 and all("a fleet of 2 workers is smaller" in w for w in warned)
+    assert [int(w.split("smaller than the ")[1].split()[0]) for w in warned] == needed
+    # twelve workers: enough for some rows; "short" exactly where a row needs more
+    big = tmp_path / "big.csv"
+    big.write_text("downlink_mbps,uplink_mbps,rtt_ms\n" + "1000,100,20\n" * 12)
+    assert main([*argv, "--fleet", str(big)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("topology"))
+    rows = [line[20:].split() for line in lines[header + 1 : header + 7]]
+    expect = ["no" if r[3] == "-" else "short" if int(r[3]) > 12 else "yes" for r in rows]
+    assert [r[2] for r in rows] == expect and "yes" in expect and "short" in expect
+    assert err.count("a fleet of 12 workers is smaller") == expect.count("short")
+
+
+def test_one_worker_and_equal_links_print_one_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n570.442,100,20\n")
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet)]) == 0
+    out = capsys.readouterr().out
+    assert "fleet: 1 worker, each on its own link (--fleet / --from-status): downlink " in out
+    assert "downlink 570.442 Mbps, round trip 20 ms;" in out and "570.442-" not in out
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n570.442,100,20\n570.442,100,20\n")
+    assert main([*text, "--fleet", str(fleet)]) == 0
+    assert (
+        "fleet: 2 workers, each on its own link (--fleet / --from-status): downlinks "
+        "570.442 Mbps, round trips 20 ms;" in capsys.readouterr().out
+    )

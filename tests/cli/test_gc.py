@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,9 @@ import pytest
 
 from tests.regions.support import model, nudge, three_regions, write_regions
 from wanrl_s3.cli import main
+from wanrl_s3.cli.gc import describe
 from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.fleet.retention import GcReport
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
 
@@ -68,3 +71,24 @@ def test_gc_regions_replicate_collects_the_primary_only(
 def test_gc_needs_a_store_or_regions(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gc"]) == 2
     assert "--store" in capsys.readouterr().err
+
+
+def test_a_dry_run_says_would_for_every_action(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"file://{tmp_path}/store"
+    publish_seven([open_store(url)])
+    assert main(["gc", "--store", url, "--keep", "2", "--dry-run"]) == 0
+    line = capsys.readouterr().out
+    assert "kept 4 versions; would delete 3 versions and " in line
+    assert line.rstrip().endswith("would abort 0 stale uploads") and " aborted" not in line
+    dry = GcReport(kept_versions=[7], deleted_versions=[6], aborted_uploads=1, dry_run=True)
+    assert describe(dry) == (
+        "kept 1 version; would delete 1 version and 0 objects (0 B, 0 orphaned); "
+        "would abort 1 stale upload"
+    )
+    done = dataclasses.replace(dry, dry_run=False, deleted_objects=2, deleted_bytes=2048)
+    assert describe(done) == (
+        "kept 1 version; deleted 1 version and 2 objects (2.05 KB, 0 orphaned); "
+        "aborted 1 stale upload"
+    )

@@ -53,7 +53,7 @@ def test_status_explains_itself_freezes_and_prunes(
     argv = ["status", "--store", s3_url, "--endpoint-url", moto_endpoint]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "1 workers, 1 expired; latest v1" in out
+    assert "1 worker, 1 expired; latest v1" in out
     assert "seen s: median time from the commit" in out and "* = frozen" in out
     header = next(line for line in out.splitlines() if "worker" in line and "region" in line)
     assert header.split()[:5] == ["worker", "region", "version", "status", "s"]

@@ -141,7 +141,7 @@ def test_a_fixed_short_fleet_warns_and_stretches_the_step(
     plan = estimate(dataclasses.replace(inputs_8b, workers=4), prices)
     chain = plan.row("peer_chain")
     assert chain.fleet_workers == 4 and chain.bubble_ratio > 0 and chain.step_s > T_TRAIN_S
-    assert any("peer chain: 4 workers is below" in w for w in plan.warnings)
+    assert any("peer chain: a fleet of 4 workers is smaller than the" in w for w in plan.warnings)
 
 
 def test_delta_keyframes_cost_uploads_but_not_downloads(

@@ -14,8 +14,10 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from ..errors import UsageError, WanrlError
+from .help import HelpFormatter
 
 # Subcommand modules, imported lazily so `wanrl-s3 estimate` never pays for boto3.
 SUBCOMMANDS: dict[str, str] = {
@@ -33,7 +35,12 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that raises instead of printing usage and exiting, so errors stay one line."""
+    """argparse that raises instead of printing usage and exiting, so errors stay one line,
+    and whose ``--help`` shows every default (:class:`HelpFormatter`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         command = self.prog.removeprefix("wanrl-s3").strip()

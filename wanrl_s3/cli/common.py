@@ -95,32 +95,50 @@ class OnceKeyring(Once):
     help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
-def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+STORE_URLS = (
+    "s3://bucket/prefix, gs://bucket/prefix, az://container[@account]/prefix, "
+    "file:///path or memory://name"
+)
+
+
+def add_store_args(
+    parser: argparse.ArgumentParser, *, required: bool = True, verify: str | None = None
+) -> None:
+    """``--store`` and the flags that reach it; ``verify``: what ``--verify-key`` does in
+    this command, or None for a command that checks no signature (then it has no such flag)."""
     g = parser.add_argument_group("store")
+    either = "" if required else " (this or --regions FILE)"
     g.add_argument(
-        "--store",
-        required=required,
-        metavar="URL",
-        help="s3://bucket/prefix, file:///path or memory://name",
+        "--store", required=required, metavar="URL", help=f"the store: {STORE_URLS}{either}"
     )
     g.add_argument(
         "--endpoint-url",
+        metavar="URL",
         default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="S3-compatible endpoint (R2, GCS, MinIO ...); default: $AWS_ENDPOINT_URL or AWS",
+        help="the service's endpoint: an S3-compatible one for s3:// (R2, MinIO, GCS's S3 "
+        "API ...), the API endpoint for gs:// (an emulator), the account URL for az:// "
+        "(Azurite, a private endpoint) (default: $AWS_ENDPOINT_URL, else the provider's own)",
     )
-    g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
     g.add_argument(
-        "--verify-key",
-        metavar="PUBLIC.pem",
+        "--profile",
+        metavar="NAME",
         default=None,
-        action=OnceKeyring,
-        help="refuse any version not signed by this Ed25519 public key (or by one of "
-        "the keys of this keyring file)",
+        help="AWS profile, s3:// only (default: the credential chain)",
     )
+    if verify is not None:
+        g.add_argument(
+            "--verify-key",
+            metavar="PUBLIC.pem",
+            default=None,
+            action=OnceKeyring,
+            help=f"an Ed25519 public key, or a keyring file of several (`wanrl-s3 keygen`): "
+            f"{verify} (default: signatures not checked)",
+        )
     g.add_argument(
         "--s3-region",
+        metavar="NAME",
         default=None,
-        help="S3 region name for request signing (default: from the profile)",
+        help="S3 region for request signing, s3:// only (default: the profile's)",
     )
 
 
@@ -130,7 +148,7 @@ def add_regions_arg(parser: argparse.ArgumentParser, what: str) -> None:
         "--regions",
         metavar="FILE",
         default=None,
-        help="a regions file (`terraform output -raw regions_toml`) instead of "
+        help="a regions file (TOML, `terraform output -raw regions_toml`) instead of "
         f"--store: {what}; its per-region endpoint and profile apply",
     )
 
@@ -153,14 +171,25 @@ def roles_from_args(args: argparse.Namespace) -> StoreRoles:
     )
 
 
+def add_read_concurrency_arg(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency`` of a command that downloads a version (pull, worker)."""
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="ranged GETs in flight at once",
+    )
+
+
 def add_region_arg(parser: argparse.ArgumentParser, without_regions: str) -> None:
     parser.add_argument(
         "--region",
         metavar="NAME|auto",
         default=None,
-        help="with --regions: the region to read from, or 'auto' (the default): "
-        "the fastest by latency and throughput measured at start-up; "
-        f"without --regions: {without_regions}",
+        help="with --regions: the region to read from, or 'auto': the fastest by latency "
+        f"and throughput measured at start-up; without --regions: {without_regions} "
+        "(default: auto with --regions)",
     )
 
 
@@ -195,7 +224,8 @@ def manifests_from_args(args: argparse.Namespace, store: ObjectStore | None = No
 
 
 def _verifier(args: argparse.Namespace) -> Verifier | None:
-    return Verifier.from_file(args.verify_key) if args.verify_key else None
+    key = getattr(args, "verify_key", None)  # absent where the command checks no signature
+    return Verifier.from_file(key) if key else None
 
 
 def emit_json(obj: Any) -> None:

@@ -25,9 +25,15 @@ MAX_FLEET_FILE_BYTES = 64 << 20
 def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("a heterogeneous fleet (replaces --downlink-mbps)")
     source = g.add_mutually_exclusive_group()
-    source.add_argument("--fleet", metavar="FILE", help="one row per worker, CSV or JSON")
     source.add_argument(
-        "--from-status", metavar="URL", help="a running fleet's store: its workers' measurements"
+        "--fleet",
+        metavar="FILE",
+        help="one row per worker, CSV or JSON (downlink_mbps, uplink_mbps, rtt_ms ...)",
+    )
+    source.add_argument(
+        "--from-status",
+        metavar="URL",
+        help="a running fleet's store (s3://bucket/prefix ...): its workers' measurements",
     )
     g.add_argument(
         "--status-endpoint-url",
@@ -36,25 +42,39 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
         help="S3-compatible endpoint of --from-status (default: $AWS_ENDPOINT_URL or AWS)",
     )
     g.add_argument(
-        "--fraction", type=float, default=0.9, metavar="F", help="T_bcast at this share (0.9)"
+        "--fraction",
+        type=float,
+        default=0.9,
+        metavar="F",
+        help="T_bcast is when this fraction, in (0, 1], of the fleet has a version "
+        "(as `status --fraction`)",
     )
     g.add_argument(
         "--install-mb-per-s",
         type=float,
         default=DEFAULT_INSTALL_MB_PER_S,
         metavar="MB",
-        help=f"verify+install rate where not measured (default {DEFAULT_INSTALL_MB_PER_S:g})",
+        help="a worker's verify+install rate, MB/s, where not measured",
     )
     g.add_argument(
-        "--poll-interval-s", type=float, default=10.0, metavar="S", help="workers' (default 10)"
+        "--poll-interval-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the workers' seconds between two looks at LATEST (as `worker --poll-interval-s`)",
     )
-    g.add_argument("--chains", type=int, metavar="K", help="peer chains (default: B0 / median)")
+    g.add_argument(
+        "--chains",
+        type=int,
+        metavar="K",
+        help="peer chains (default: the trainer's uplink over the median downlink)",
+    )
     g.add_argument(
         "--batch-wait-s",
         type=float,
         default=0.0,
         metavar="S",
-        help="each worker's wait for a batch boundary to install at (default 0)",
+        help="each worker's wait for a batch boundary to install at, seconds",
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from ..format.manifest import Manifest
+from ..units import count
 from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
 
 
@@ -13,8 +14,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "inspect", help="list versions (kind, sizes, density)", description=__doc__
     )
-    add_store_args(p)
-    p.add_argument("--version", type=version_arg, default=None, help="show this version's tensors")
+    add_store_args(
+        p,
+        verify="list only versions whose manifests are signed by one of these keys: an "
+        "unsigned or forged one is refused (exit 3)",
+    )
+    p.add_argument(
+        "--version",
+        type=version_arg,
+        default=None,
+        metavar="N|latest",
+        help="show this version's tensors (default: list every version)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=run)
 
@@ -71,7 +82,7 @@ def _show_version(m: Manifest, as_json: bool) -> int:
         return 0
     print(
         f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
-        f"{m.keyframe_version}), run {m.run_id}, {len(m.tensors)} tensors, "
+        f"{m.keyframe_version}), run {m.run_id}, {count(len(m.tensors), 'tensor')}, "
         f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored"
     )
     for t in m.tensors:

@@ -18,7 +18,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--out",
         required=True,
         metavar="NAME",
-        help="writes NAME.pem (private, mode 600) and NAME.pub.pem (public)",
+        help="writes NAME.pem (private, mode 600: --signing-key of publish) and "
+        "NAME.pub.pem (public: --verify-key of the readers)",
     )
     p.set_defaults(func=run)
 

@@ -26,7 +26,7 @@ from ..io.source import StreamedSource
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
 from ..publish.resume import resume, resume_point
 from ..store import ObjectStore
-from ..units import MiB
+from ..units import MiB, count
 from .common import (
     add_regions_arg,
     add_store_args,
@@ -41,10 +41,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "publish", help="publish a version (full or delta)", description=__doc__
     )
-    p.add_argument("src", metavar="SRC", help="a .safetensors file or a folder of shards")
+    p.add_argument("src", metavar="SRC", help="a .safetensors file, or a folder of shards")
     add_store_args(p, required=False)
     add_regions_arg(p, "publish in its mode (fanout: every region; replicate, copy: the primary)")
-    p.add_argument("--version", type=int, required=True, help="the new version number")
+    p.add_argument(
+        "--version",
+        type=int,
+        required=True,
+        metavar="N",
+        help="the new version number, above the store's newest",
+    )
     p.add_argument(
         "--delta",
         choices=DELTA_MODES,
@@ -58,7 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--full-coding",
         choices=FULL_CODINGS,
         default="planes",
-        help="how whole tensors are stored: planes (default): losslessly in byte planes "
+        help="how whole tensors are stored: planes: losslessly in byte planes "
         "where that pays, about 0.67x for trained bf16 weights; raw: their bytes as they are",
     )
     p.add_argument(
@@ -66,7 +72,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         type=int,
         default=10,
         metavar="K",
-        help="a full keyframe at least every K versions (default 10)",
+        help="a full keyframe at least every K versions",
     )
     p.add_argument(
         "--base",
@@ -75,15 +81,25 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="a local copy of the newest version (from `pull`), to encode the "
         "delta against without downloading it",
     )
-    p.add_argument("--run-id", default=None, help="the run id recorded in the manifest")
+    p.add_argument(
+        "--run-id",
+        metavar="ID",
+        default=None,
+        help="the run id recorded in the manifest (default: a new one each call, "
+        "run-DATE-TIME-RANDOM)",
+    )
     p.add_argument(
         "--signing-key",
         metavar="PRIVATE.pem",
         default=None,
         help="sign the manifest with this Ed25519 key (see `wanrl-s3 keygen`)",
     )
-    p.add_argument("--part-mb", type=int, default=32, help="multipart part size in MiB")
-    p.add_argument("--concurrency", type=int, default=16, help="parallel part uploads")
+    p.add_argument(
+        "--part-mb", type=int, default=32, metavar="MiB", help="multipart upload part size, MiB"
+    )
+    p.add_argument(
+        "--concurrency", type=int, default=16, metavar="N", help="part uploads in flight at once"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -175,7 +191,7 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
         print(
             f"published v{result.version} ({result.kind}{against}) to "
             f"{', '.join(s.url for s in stores)}: "
-            f"{result.tensors} tensors, {human_bytes(result.raw_bytes)} raw, "
+            f"{count(result.tensors, 'tensor')}, {human_bytes(result.raw_bytes)} raw, "
             f"{human_bytes(result.stored_bytes)} stored, {result.seconds:.2f} s "
             f"({result.throughput_mb_s:,.0f} MB/s of tensors)"
         )

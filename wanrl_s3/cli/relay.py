@@ -30,15 +30,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--regions",
         required=True,
         metavar="FILE",
-        help="the regions file (`terraform output -raw regions_toml`), mode = copy",
+        help="the regions file (TOML, `terraform output -raw regions_toml`), mode = copy",
     )
     p.add_argument(
         "--poll-interval-s",
         type=float,
         default=5.0,
-        help="how often to look at the primary's LATEST (default 5)",
+        metavar="S",
+        help="seconds between two looks at the primary's LATEST",
     )
-    p.add_argument("--concurrency", type=int, default=8, help="objects copied at once")
+    p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects copied at once")
     p.add_argument(
         "--once",
         action="store_true",

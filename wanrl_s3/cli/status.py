@@ -23,6 +23,7 @@ from ..fleet.bcast import (
     read_records,
 )
 from ..fleet.status import read_statuses
+from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
 
 LEGEND = (
@@ -37,22 +38,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "status", help="fleet status and measured T_bcast per version", description=__doc__
     )
-    add_store_args(p)
+    add_store_args(
+        p,
+        verify="measure only versions whose manifests are signed by one of these keys: an "
+        "unsigned or forged one is refused (exit 3)",
+    )
     p.add_argument(
         "--fraction",
         type=float,
         default=0.9,
-        help="T_bcast is when this fraction of a version's fleet had installed it "
-        "(default 0.9; the tail is reported separately)",
+        metavar="F",
+        help="T_bcast is when this fraction, in (0, 1], of a version's fleet had installed it "
+        "(the tail is reported separately)",
     )
-    p.add_argument("--last", type=int, default=10, help="report the newest N versions")
+    p.add_argument("--last", type=int, default=10, metavar="N", help="report the newest N versions")
     p.add_argument(
         "--expire-after-s",
         type=positive_float,
         default=EXPIRE_AFTER_S,
         metavar="S",
-        help=f"a worker silent this long is gone (default {EXPIRE_AFTER_S:g}; "
-        "workers write at least every 60 s)",
+        help="a worker silent this many seconds is gone (workers write at least every 60 s)",
     )
     p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
     p.add_argument(
@@ -61,7 +66,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action="store_false",
         help="do not record newly measured figures in the bucket (read-only credentials)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
@@ -109,7 +114,7 @@ def render(report: FleetReport, now_s: float, *, pruned: bool = False) -> str:
     alive = len(report.workers) - len(report.expired)
     gone = f", {len(report.expired)} expired{' (pruned)' if pruned else ''}"
     lines = [
-        f"{alive} workers{gone if report.expired else ''}; latest v{report.latest}; "
+        f"{count(alive, 'worker')}{gone if report.expired else ''}; latest v{report.latest}; "
         f"T_bcast at {report.fraction:.0%} of each version's fleet",
         f"{'version':>8} {'installed':>10} {'T_bcast s':>10} {'tail s':>8} {'seen s':>7}",
     ]

@@ -59,6 +59,7 @@ from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
 from ..store import ObjectStore
 from .common import (
+    add_read_concurrency_arg,
     add_region_arg,
     add_regions_arg,
     add_store_args,
@@ -76,7 +77,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "worker", help="keep a directory at the newest version", description=__doc__
     )
-    add_store_args(p, required=False)
+    add_store_args(
+        p,
+        required=False,
+        verify="install only versions signed by one of these keys: an unsigned or forged "
+        "one is refused (logged, retried; nothing installed)",
+    )
     add_regions_arg(p, "read from one of its regions")
     add_region_arg(p, "a label recorded in the status object")
     p.add_argument(
@@ -87,38 +93,54 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="with --regions: read from another region while this one lags the "
         "primary by more than N versions (default: never)",
     )
-    p.add_argument("--out-dir", required=True, metavar="DIR")
     p.add_argument(
-        "--on-install", metavar="CMD", default=None, help="shell command run after each install"
+        "--out-dir",
+        required=True,
+        metavar="DIR",
+        help="keep DIR/model.safetensors at the newest verified version (created if missing)",
+    )
+    p.add_argument(
+        "--on-install",
+        metavar="CMD",
+        default=None,
+        help="shell command run after each install, with WANRL_S3_VERSION and WANRL_S3_PATH "
+        "in its environment (default: none)",
     )
     p.add_argument(
         "--worker-id",
+        metavar="ID",
         default=None,
         help="the id in the fleet's status (default: hostname and a hash of --out-dir, "
         "so a restart is the same worker)",
     )
-    p.add_argument("--poll-interval-s", type=positive_float, default=10.0)
+    p.add_argument(
+        "--poll-interval-s",
+        type=positive_float,
+        default=10.0,
+        metavar="S",
+        help="seconds between two looks at LATEST (a conditional GET)",
+    )
     p.add_argument(
         "--share-dir",
         metavar="DIR",
         default=None,
         help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
-        "each version is downloaded once per host",
+        "each version is downloaded once per host (default: none, each worker downloads)",
     )
     p.add_argument(
         "--keep-versions",
         type=positive_int,
         default=None,
         metavar="N",
-        help="with --share-dir: keep the files of the newest N versions there (default 3)",
+        help="with --share-dir: keep the files of the newest N versions there (default: 3)",
     )
-    p.add_argument("--concurrency", type=positive_int, default=16)
+    add_read_concurrency_arg(p)
     p.add_argument(
         "--exit-after",
         type=positive_int,
         default=None,
         metavar="N",
-        help="stop after N installs (for scripts and tests)",
+        help="stop after N installs, for scripts and tests (default: run until stopped)",
     )
     p.set_defaults(func=run)
 

@@ -113,7 +113,7 @@ class PlanInputs:
         if self.replica_regions and self.regions != 1 + len(self.replica_regions):
             raise UsageError(
                 f"regions must be 1 + the {len(self.replica_regions)} replica regions named, "
-                f"got {self.regions} (leave --regions out when naming --replica-regions)"
+                f"got {self.regions} (leave --region-count out when naming --replica-regions)"
             )
         require_non_negative("replication_lag_s", self.replication_lag_s)
         require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)

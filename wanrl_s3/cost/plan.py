@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import InfeasiblePlanError, UsageError
 from ..staleness import MAX_STABLE_STALENESS
+from ..units import count
 from . import capacity as cap
 from . import topology
 from .gpu import hourly_usd
@@ -269,8 +270,8 @@ def _warnings(inputs: PlanInputs, rows: tuple[TopologyEstimate, ...]) -> tuple[s
     for r in rows:
         if r.feasible and r.workers_needed is not None and r.fleet_workers < r.workers_needed:
             found.append(
-                f"{r.label}: {r.fleet_workers} workers is below the {r.workers_needed} needed; "
-                f"the learner idles {r.bubble_ratio:.1%} of the time"
+                f"{r.label}: a fleet of {count(r.fleet_workers, 'worker')} is smaller than the "
+                f"{r.workers_needed} needed; the learner idles {r.bubble_ratio:.1%} of the time"
             )
     return tuple(found)
 

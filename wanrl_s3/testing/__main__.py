@@ -17,6 +17,7 @@ import time
 import urllib.error
 import urllib.request
 
+from ..cli.help import HelpFormatter
 from ..errors import UsageError, WanrlError
 from .endpoint import local_s3, make_bucket
 from .synthetic import dims_for_params, llama_like_layout, nudge_state, random_bf16_state
@@ -62,31 +63,65 @@ def _policy(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m wanrl_s3.testing", description=__doc__.split("\n")[0]
+        prog="python -m wanrl_s3.testing", description=__doc__, formatter_class=HelpFormatter
     )
-    sub = p.add_subparsers(dest="command", required=True)
-    s = sub.add_parser("serve-s3", help="moto's S3 server on 127.0.0.1 until interrupted")
-    s.add_argument("--port", type=int, default=9000)
-    s.add_argument("--bucket", action="append", default=[], help="create this bucket (repeatable)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    s = sub.add_parser(
+        "serve-s3",
+        help="moto's S3 server on 127.0.0.1 until interrupted",
+        formatter_class=HelpFormatter,
+    )
+    s.add_argument("--port", type=int, default=9000, metavar="PORT", help="TCP port to listen on")
+    s.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="create this bucket (repeatable)",
+    )
     s.set_defaults(func=_serve)
-    w = sub.add_parser("wait-s3", help="wait until an endpoint answers")
-    w.add_argument("endpoint")
-    w.add_argument("--timeout-s", type=float, default=60.0)
+    w = sub.add_parser(
+        "wait-s3", help="wait until an endpoint answers", formatter_class=HelpFormatter
+    )
+    w.add_argument("endpoint", metavar="URL", help="e.g. http://127.0.0.1:9000")
+    w.add_argument(
+        "--timeout-s",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="give up after S seconds (exit 2)",
+    )
     w.set_defaults(func=_wait)
-    m = sub.add_parser("make-policy", help="a LLaMA-shaped bf16 policy as .safetensors")
-    m.add_argument("out")
-    m.add_argument("--params", type=float, default=2e6, help="about this many parameters")
+    m = sub.add_parser(
+        "make-policy",
+        help="a LLaMA-shaped bf16 policy as .safetensors",
+        formatter_class=HelpFormatter,
+    )
+    m.add_argument("out", metavar="OUT.safetensors", help="the file to write")
+    m.add_argument(
+        "--params",
+        type=float,
+        default=2e6,
+        metavar="N",
+        help="about this many parameters, e.g. 2e6",
+    )
     m.add_argument("--next-of", metavar="FILE", help="the next version of FILE instead")
-    m.add_argument("--fraction", type=float, default=0.01, help="with --next-of: weights moved")
-    m.add_argument("--seed", type=int, default=0)
+    m.add_argument(
+        "--fraction",
+        type=float,
+        default=0.01,
+        metavar="F",
+        help="with --next-of: the fraction of weights moved",
+    )
+    m.add_argument("--seed", type=int, default=0, metavar="N", help="random seed")
     m.set_defaults(func=_policy)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
     except WanrlError as exc:

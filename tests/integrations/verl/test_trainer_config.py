@@ -49,6 +49,17 @@ def test_moe_and_missing_fields_are_refused() -> None:
         params_from_hf_config({k: v for k, v in LLAMA_31_8B.items() if k != "hidden_size"})
 
 
+def hf_snapshot(cache: Path, repo_id: str, config: dict, revision: str = "0123abcd") -> Path:
+    """A model in a Hugging Face cache laid out as huggingface_hub lays it out."""
+    repo = cache / "--".join(["models", *repo_id.split("/")])
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
+    found = repo / "snapshots" / revision / "config.json"
+    found.parent.mkdir(parents=True, exist_ok=True)
+    found.write_text(json.dumps(config), encoding="utf-8")
+    return found
+
+
 def write_run(tmp_path: Path, model: str = "model", yaml_text: str = VERL_YAML) -> Path:
     """A verl YAML next to a model directory holding Llama-3.1-8B's config.json."""
     (tmp_path / "model").mkdir(exist_ok=True)
@@ -63,22 +74,52 @@ def test_reads_batch_steps_and_params_relative_to_the_yaml(tmp_path: Path) -> No
     assert (run.batch, run.steps, run.params) == (2048, 200, 8_030_261_248.0)
 
 
-def test_interpolations_are_reported_by_key(tmp_path: Path) -> None:
-    text = VERL_YAML.replace("train_batch_size: 128", "train_batch_size: ${oc.env:BATCH}")
-    with pytest.raises(UsageError, match=r"data\.train_batch_size is an interpolation"):
-        read_verl_config(write_run(tmp_path, yaml_text=text))
-
-
-def test_a_hub_model_id_leaves_params_unknown(tmp_path: Path) -> None:
-    run = read_verl_config(write_run(tmp_path, model="meta-llama/Llama-3.1-8B"))
-    assert run.params is None and run.batch == 2048
-
-
-def test_without_pyyaml_it_says_what_to_install(
+def test_interpolations_are_resolved_or_reported_by_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "yaml", None)  # makes `import yaml` raise ImportError
-    with pytest.raises(UsageError, match="pip install pyyaml"):
+    text = VERL_YAML.replace("n: 16", "n: ${oc.decode:${oc.env:SAMPLES}}")
+    monkeypatch.delenv("SAMPLES", raising=False)
+    with pytest.raises(UsageError, match=r"actor_rollout_ref\.rollout\.n cannot be resolved"):
+        read_verl_config(write_run(tmp_path, yaml_text=text))
+    monkeypatch.setenv("SAMPLES", "8")
+    assert read_verl_config(write_run(tmp_path, yaml_text=text)).batch == 128 * 8
+
+
+def test_overrides_apply_as_on_main_ppos_command_line(tmp_path: Path) -> None:
+    path = write_run(tmp_path)
+    run = read_verl_config(path, ["data.train_batch_size=64", "+trainer.extra=1"])
+    assert (run.prompts, run.samples, run.batch) == (64, 16, 1024)
+    with pytest.raises(UsageError, match=r"Could not override 'data\.nokey'.*\+data\.nokey=3"):
+        read_verl_config(path, ["data.nokey=3"])
+
+
+def test_a_hub_model_id_is_found_in_the_local_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id verl would load from the Hub: its config.json in the cache, offline."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    path = write_run(tmp_path, model="Qwen/Qwen2.5-7B")
+    assert read_verl_config(path).params is None  # not cached: unknown, not guessed
+    found = hf_snapshot(cache, "Qwen/Qwen2.5-7B", QWEN25_7B)
+    run = read_verl_config(path)
+    assert (run.params, run.model_config) == (7_615_616_512.0, found)
+
+
+def test_a_local_directory_wins_over_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hf_snapshot(tmp_path / "hub", "model", QWEN25_7B)  # the id "model" is cached too
+    run = read_verl_config(write_run(tmp_path))  # model.path: model, a directory beside it
+    assert run.params == 8_030_261_248.0
+
+
+def test_without_hydra_it_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "hydra", None)  # makes `import hydra` raise ImportError
+    with pytest.raises(UsageError, match=r"needs Hydra: pip install 'wanrl-s3\[verl\]'"):
         read_verl_config(write_run(tmp_path))
 
 
@@ -89,3 +130,16 @@ def test_bad_yaml_is_a_usage_error(tmp_path: Path) -> None:
         read_verl_config(path)
     with pytest.raises(UsageError, match="cannot read"):
         read_verl_config(tmp_path / "absent.yaml")
+    with pytest.raises(UsageError, match=r"\*\.yaml; rename it"):
+        read_verl_config(path.rename(tmp_path / "bad.yml"))
+
+
+def test_a_moe_model_is_refused_only_when_its_count_is_needed(tmp_path: Path) -> None:
+    path = write_run(tmp_path)
+    (tmp_path / "model" / "config.json").write_text(
+        json.dumps({**LLAMA_31_8B, "num_local_experts": 8}), encoding="utf-8"
+    )
+    run = read_verl_config(path)  # --params given: the batch is still read
+    assert run.batch == 2048
+    with pytest.raises(UsageError, match="mixture-of-experts"):
+        _ = run.params
