@@ -35,8 +35,8 @@ FAST = WatchConfig(poll_interval_s=0.02, visible_backoff_s=0.001, retry_backoff_
 
 
 @pytest.fixture
-def pair(moto_endpoint: str):
-    regions = three_regions(moto_endpoint, "replicate")
+def pair(s3_endpoint: str):
+    regions = three_regions(s3_endpoint, "replicate")
     return regions.store("use1"), regions.store("euw1")
 
 

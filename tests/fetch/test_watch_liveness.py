@@ -33,8 +33,8 @@ FAR_FUTURE = layout.MAX_VERSION  # v999999999999: a version nobody will publish
 
 
 @pytest.fixture
-def store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 @pytest.fixture

@@ -26,8 +26,8 @@ T0 = 1_000_000.0
 
 
 @pytest.fixture
-def store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 def install(version: int, at_s: float, published_s: float) -> dict[str, Any]:

@@ -42,14 +42,14 @@ Publisher(store, config).publish(tensors(), 2)
 
 @pytest.mark.parametrize("kind", ["file", "s3"])
 def test_publish_killed_before_manifest(
-    kind: str, tmp_path: Path, s3_url: str, moto_endpoint: str
+    kind: str, tmp_path: Path, s3_url: str, s3_endpoint: str
 ) -> None:
     url = s3_url if kind == "s3" else f"file://{tmp_path}/store"
-    store = open_store(url, endpoint_url=moto_endpoint)
+    store = open_store(url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig(delta="never")).publish({"w": np.ones(8, np.float32)}, 1)
     flag = tmp_path / "uploading"
     child = subprocess.Popen(
-        [sys.executable, "-c", CHILD, url, moto_endpoint, str(flag)], env={**os.environ}
+        [sys.executable, "-c", CHILD, url, s3_endpoint, str(flag)], env={**os.environ}
     )
     try:
         deadline = time.monotonic() + 60

@@ -33,8 +33,8 @@ def other_service() -> Iterator[str]:
 
 
 @pytest.fixture
-def regions(moto_endpoint: str, other_service: str) -> RegionsConfig:
-    return three_regions(moto_endpoint, "copy", endpoints={"apne1": other_service})
+def regions(s3_endpoint: str, other_service: str) -> RegionsConfig:
+    return three_regions(s3_endpoint, "copy", endpoints={"apne1": other_service})
 
 
 def _latest(store: ObjectStore) -> int | None:

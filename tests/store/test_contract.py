@@ -29,6 +29,6 @@ class TestLocalStore(StoreContract):
 
 class TestS3Store(StoreContract):
     @pytest.fixture
-    def store(self, moto_endpoint: str) -> ObjectStore:
-        bucket = make_bucket(moto_endpoint)
-        return open_store(f"s3://{bucket}/runs/test", endpoint_url=moto_endpoint)
+    def store(self, s3_endpoint: str) -> ObjectStore:
+        bucket = make_bucket(s3_endpoint)
+        return open_store(f"s3://{bucket}/runs/test", endpoint_url=s3_endpoint)

@@ -22,10 +22,10 @@ def test_from_another_service_is_streamed_in_parts(store: ObjectStore) -> None:
     assert store.pending_uploads() == []
 
 
-def test_between_buckets_of_one_s3_service_is_server_side(s3_url: str, moto_endpoint: str) -> None:
-    source = open_store(s3_url, endpoint_url=moto_endpoint)
-    bucket = make_bucket(moto_endpoint, f"wanrl-{uuid.uuid4().hex[:12]}")
-    dest = open_store(f"s3://{bucket}/other/prefix", endpoint_url=moto_endpoint)
+def test_between_buckets_of_one_s3_service_is_server_side(s3_url: str, s3_endpoint: str) -> None:
+    source = open_store(s3_url, endpoint_url=s3_endpoint)
+    bucket = make_bucket(s3_endpoint, f"wanrl-{uuid.uuid4().hex[:12]}")
+    dest = open_store(f"s3://{bucket}/other/prefix", endpoint_url=s3_endpoint)
     source.put_bytes("v/a.bin", DATA)
     source.put_bytes("v/empty.bin", b"")
     with ThreadPoolExecutor(2) as pool:

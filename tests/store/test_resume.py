@@ -74,18 +74,18 @@ class CuttingProxy:
 
 
 @pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[CuttingProxy]:
-    host, port = moto_endpoint.removeprefix("http://").split(":")
+def proxy(s3_endpoint: str) -> Iterator[CuttingProxy]:
+    host, port = s3_endpoint.removeprefix("http://").split(":")
     p = CuttingProxy((host, int(port)), cut_after=300_000, cuts=2)
     yield p
     p.close()
 
 
 def test_dropped_connection_resumes_from_the_last_byte(
-    s3_url: str, moto_endpoint: str, proxy: CuttingProxy
+    s3_url: str, s3_endpoint: str, proxy: CuttingProxy
 ) -> None:
     data = bytes(range(256)) * 8192  # 2 MiB
-    open_store(s3_url, endpoint_url=moto_endpoint).put_bytes("blob.bin", data)
+    open_store(s3_url, endpoint_url=s3_endpoint).put_bytes("blob.bin", data)
     clock = FakeClock()
     store = open_store(
         s3_url, endpoint_url=f"http://127.0.0.1:{proxy.port}", retry=RetryPolicy(clock=clock)

@@ -44,20 +44,20 @@ CHILD = "tests.integrations.verl.trainer_child"
 
 
 @pytest.fixture
-def slow_store(moto_endpoint: str) -> Iterator[FaultProxy]:
+def slow_store(s3_endpoint: str) -> Iterator[FaultProxy]:
     """Each read of LATEST takes about a second: a publication takes at least that long."""
     rule = Rule(Fault.TRICKLE, method="GET", key=r"/LATEST$")
     with FaultProxy(
-        moto_endpoint, rules=[rule], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
+        s3_endpoint, rules=[rule], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
     ) as proxy:
         yield proxy
 
 
 def test_the_sync_returns_after_the_copy_and_the_version_commits_in_the_background(
-    engine_kwargs: dict[str, Any], slow_store: FaultProxy, moto_endpoint: str
+    engine_kwargs: dict[str, Any], slow_store: FaultProxy, s3_endpoint: str
 ) -> None:
     engine = new_engine(is_master=True, **{**engine_kwargs, "endpoint_url": slow_store.url})
-    store = reader(engine_kwargs["store_url"], moto_endpoint)
+    store = reader(engine_kwargs["store_url"], s3_endpoint)
     weights = model(big=1_000_000)
     at_sync = as_published(weights)
 
@@ -129,11 +129,11 @@ def test_an_outage_mid_run_is_reported_at_the_next_sync(
 def test_close_lets_the_publication_in_flight_finish_within_close_wait_s(
     engine_kwargs: dict[str, Any],
     slow_store: FaultProxy,
-    moto_endpoint: str,
+    s3_endpoint: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="wanrl_s3_verl")
-    store = reader(engine_kwargs["store_url"], moto_endpoint)
+    store = reader(engine_kwargs["store_url"], s3_endpoint)
     kwargs = {**engine_kwargs, "endpoint_url": slow_store.url}
     weights = model(big=1000)
     engine = new_engine(is_master=True, **kwargs)
@@ -183,7 +183,7 @@ def test_host_memory_holds_one_copy_whatever_the_number_of_publications(
 
 @pytest.mark.slow  # two processes that import torch: 15 s
 def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
-    engine_kwargs: dict[str, Any], moto_endpoint: str, s3_url: str, tmp_path: Path
+    engine_kwargs: dict[str, Any], s3_endpoint: str, s3_url: str, tmp_path: Path
 ) -> None:
     """Exit: the interpreter waits for the publication. SIGKILL mid-upload: LATEST stays put.
 
@@ -194,12 +194,12 @@ def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
     """
     stall = Rule(Fault.SLOW_DOWN, method="PUT", key=r"/v/0+1/manifest\.json$")
     slow = Rule(Fault.TRICKLE, method="GET", key=r"/LATEST$")
-    urls = {"exits": s3_url, "killed": f"s3://{make_bucket(moto_endpoint)}/runs/test"}
+    urls = {"exits": s3_url, "killed": f"s3://{make_bucket(s3_endpoint)}/runs/test"}
     with (
         FaultProxy(
-            moto_endpoint, rules=[slow], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
+            s3_endpoint, rules=[slow], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
         ) as p1,
-        FaultProxy(moto_endpoint, rules=[stall]) as p2,
+        FaultProxy(s3_endpoint, rules=[stall]) as p2,
     ):
         procs = {
             name: ChildProcess(
@@ -225,13 +225,13 @@ def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
         assert procs["exits"].ask(cmd="exit") == {"bye": True}
         assert procs["exits"].proc.wait(60) == 0
         assert procs["killed"].proc.wait(10) == -signal.SIGKILL
-    exited = reader(urls["exits"], moto_endpoint)
+    exited = reader(urls["exits"], s3_endpoint)
     assert latest_version(exited) == 1
     assert digests(exited.fetch(1).to_torch()) == expected_at(1)
     log = (tmp_path / "exits.log").read_text()
     assert "waiting up to 600 s for the publication of v1" in log
     assert "the publication of v1 finished" in log
-    killed = reader(urls["killed"], moto_endpoint)
+    killed = reader(urls["killed"], s3_endpoint)
     assert [i.key for i in killed.store.list("v/000000000001/")], "v1's payload was uploaded"
     assert latest_version(killed) == 0 and killed.versions() == [0]
     assert digests(killed.fetch().to_torch()) == expected_at(0)
