@@ -16,9 +16,7 @@ from wanrl_s3.io.safetensors_file import write_file
 from wanrl_s3.regions.config import RegionsConfig
 
 
-def _publish(
-    s3_endpoint: str, tmp_path: Path, mode: str, seed: int
-) -> tuple[RegionsConfig, Path]:
+def _publish(s3_endpoint: str, tmp_path: Path, mode: str, seed: int) -> tuple[RegionsConfig, Path]:
     """Regions on the moto server, their file, and v1 published with `publish --regions`."""
     regions = three_regions(s3_endpoint, mode)
     path = write_regions(tmp_path / "regions.toml", regions)

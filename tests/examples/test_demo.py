@@ -86,9 +86,7 @@ def test_every_worker_reaches_the_last_version(report: dict[str, Any], s3_endpoi
         last = versions[-1]["version"]
         assert last == CONFIG.steps
         statuses = [
-            s
-            for store in _stores(report, run, s3_endpoint).values()
-            for s in read_statuses(store)
+            s for store in _stores(report, run, s3_endpoint).values() for s in read_statuses(store)
         ]
         assert len(statuses) == CONFIG.workers
         assert {s.installed_version for s in statuses} == {last}

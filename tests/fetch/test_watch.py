@@ -75,9 +75,7 @@ def test_prefetch_in_background_then_install(s3_url: str, s3_endpoint: str) -> N
         assert all(installed[k].tobytes() == state[k].tobytes() for k in state)
 
 
-def test_generation_continues_while_a_big_version_downloads(
-    s3_url: str, s3_endpoint: str
-) -> None:
+def test_generation_continues_while_a_big_version_downloads(s3_url: str, s3_endpoint: str) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(3, mib=1), 1)

@@ -22,9 +22,7 @@ def _urls(stores: object) -> list[str]:
         ("replicate", ["use1"], ["use1"]),
     ],
 )
-def test_roles_by_mode(
-    s3_endpoint: str, mode: str, publish: list[str], collect: list[str]
-) -> None:
+def test_roles_by_mode(s3_endpoint: str, mode: str, publish: list[str], collect: list[str]) -> None:
     regions = three_regions(s3_endpoint, mode)
     roles = store_roles(regions=regions)
     url = {r.name: r.url for r in regions.regions}

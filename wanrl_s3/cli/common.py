@@ -94,7 +94,9 @@ class OnceKeyring(Once):
     help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
-def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def add_store_args(
+    parser: argparse.ArgumentParser, *, required: bool = True, verify_key: bool = True
+) -> None:
     g = parser.add_argument_group("store")
     g.add_argument(
         "--store",
@@ -108,14 +110,15 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
         help="S3-compatible endpoint (R2, GCS, MinIO ...); default: $AWS_ENDPOINT_URL or AWS",
     )
     g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
-    g.add_argument(
-        "--verify-key",
-        metavar="PUBLIC.pem",
-        default=None,
-        action=OnceKeyring,
-        help="refuse any version not signed by this Ed25519 public key (or by one of "
-        "the keys of this keyring file)",
-    )
+    if verify_key:
+        g.add_argument(
+            "--verify-key",
+            metavar="PUBLIC.pem",
+            default=None,
+            action=OnceKeyring,
+            help="refuse any version not signed by this Ed25519 public key (or by one of "
+            "the keys of this keyring file)",
+        )
     g.add_argument(
         "--s3-region",
         default=None,

@@ -90,6 +90,10 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
 _CHUNK_BYTES = MiB  # per read: a dropped connection loses at most this much
+# keys the service does not know, or a signature made with another secret
+_CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
+# a body that does not match the checksum sent with it
+_DIGEST_CODES = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 
 
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
@@ -162,6 +166,10 @@ def upload_checksum(data: bytes, algorithm: str = CHECKSUM_ALGORITHM) -> str:
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
+def _error_code(exc: bx.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
 def _check_echo(what: str, resp: Any, sent: str) -> None:
     """The service's own checksum of what it stored, where it returns one, must be ours.
 
@@ -179,6 +187,10 @@ def _check_echo(what: str, resp: Any, sent: str) -> None:
 
 class S3Store(ObjectStore):
     protocol = "s3"
+    upload_check = (
+        "uploads are also checked against the ETag (the MD5 of what the service stored) "
+        "and sent again on a mismatch"
+    )
 
     def __init__(
         self,
@@ -264,6 +276,13 @@ class S3Store(ObjectStore):
                 "no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
                 "AWS_PROFILE or pass --profile"
             ) from exc
+        except bx.SSLError as exc:  # a handshake that cannot work: retrying will not help
+            raise StoreError(
+                f"{self.url}: {what}: TLS failed at {self.endpoint_url or 'the endpoint'} "
+                f"(does it serve https?): {exc.kwargs.get('error', exc)}"
+            ) from exc
+        except bx.BotoCoreError as exc:  # e.g. an answer that is not S3's XML
+            raise StoreError(f"{self.url}: {what}: {exc}") from exc
 
     def _translate(self, exc: bx.ClientError, what: str) -> Exception:
         err = exc.response.get("Error", {})
@@ -278,12 +297,17 @@ class S3Store(ObjectStore):
             return NotFoundError(f"{where}: not found")
         if code in _PRECONDITION_CODES or status in (409, 412):
             return PreconditionFailedError(f"{where}: precondition failed ({code})")
+        if code in _CREDENTIAL_CODES:
+            return UsageError(
+                f"{where}: the service refused the credentials ({code}): check "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
+            )
         if code == "NoSuchBucket":
             return StoreError(
                 f"bucket {self.bucket!r} does not exist at "
                 f"{self.endpoint_url or 'the default endpoint'}"
             )
-        if code in RETRYABLE_CODES or status >= 500:
+        if code in RETRYABLE_CODES or (status >= 500 and status != 501):  # 501: never will
             return TransientStoreError(f"{where}: {code or status}")
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
 
@@ -434,6 +458,16 @@ class S3Store(ObjectStore):
         return str(resp["ETag"])
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        return self._complete(key, upload_id, parts)
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str:
+        return self._complete(key, upload_id, parts, IfNoneMatch="*")
+
+    def _complete(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], **conditions: str
+    ) -> str:
         with self._parts_lock:
             sums = {n: self._part_checksums.get((upload_id, n)) for n, _ in parts}
         listed = [
@@ -447,9 +481,28 @@ class S3Store(ObjectStore):
             Key=self._key(key),
             UploadId=upload_id,
             MultipartUpload={"Parts": listed},
+            **conditions,
         )
         self._forget_parts(upload_id)
         return str(resp["ETag"])
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
+        """The body with the checksum of other bytes; a service that checks answers BadDigest."""
+        wrong = upload_checksum(data + b"\0")
+        try:
+            self._call(
+                f"PUT {key}",
+                self._client.put_object,
+                Key=self._key(key),
+                Body=data,
+                **{f"Checksum{CHECKSUM_ALGORITHM}": wrong},
+            )
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, bx.ClientError) and _error_code(cause) in _DIGEST_CODES:
+                return True
+            raise
+        return False
 
     def _forget_parts(self, upload_id: str) -> None:
         with self._parts_lock:

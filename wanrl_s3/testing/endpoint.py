@@ -11,6 +11,7 @@ with the ``dev`` extra (``pip install 'wanrl-s3[dev]'``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import socket
@@ -106,15 +107,17 @@ def _ready_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 def make_bucket(endpoint_url: str, name: str | None = None) -> str:
     """Create a bucket (a fresh random name unless ``name`` is given); returns its name.
 
-    On a SeaweedFS this process started, the bucket's storage is made ready too,
-    so that its first write does not wait for it (see :meth:`.SeaweedFS.grow_volume`).
+    A bucket of that name that the caller already owns is fine (S3 in us-east-1
+    answers so; SeaweedFS, like S3 elsewhere, says BucketAlreadyOwnedByYou). On
+    a SeaweedFS this process started, the bucket's storage is made ready too, so
+    that its first write does not wait for it (see :meth:`.SeaweedFS.grow_volume`).
     """
     import boto3
 
     name = name or f"wanrl-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=name
-    )
+    client = boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1")
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=name)
     server = RUNNING.get(endpoint_url)
     if server is not None:
         server.grow_volume(name)
