@@ -70,19 +70,18 @@ def table(findings: list[Finding]) -> str:
 
 def _can_use(store: ObjectStore, scratch: str, where: str) -> None:
     """One line, before any probe, when the store cannot be read or written at all."""
-    try:
-        store.list(f"{layout.CHECKS_DIR}/")
-    except NotFoundError as exc:
-        raise StoreError(
-            f"{where} answered a LIST with 404 and no bucket error: it is not an object "
-            "store, or not this bucket's"
-        ) from exc
-    except StoreError as exc:
-        raise StoreError(f"cannot read {where}: {exc}") from exc
-    try:
-        store.put_bytes(f"{scratch}/write-access", b"")
-    except StoreError as exc:
-        raise StoreError(
-            f"cannot write to {where} (no write access, or not an object store; the doctor "
-            f"probes by writing): {exc}"
-        ) from exc
+    steps = (
+        ("read", "a LIST", lambda: store.list(f"{layout.CHECKS_DIR}/")),
+        ("write to", "a PUT", lambda: store.put_bytes(f"{scratch}/write-access", b"")),
+    )
+    for verb, request, step in steps:
+        try:
+            step()
+        except NotFoundError as exc:  # an S3 service names a missing bucket: NoSuchBucket
+            raise StoreError(
+                f"{where} answered {request} with 404 and no bucket error: it is not an "
+                "object store, or not this bucket's"
+            ) from exc
+        except StoreError as exc:
+            hint = " (no write access, or not an object store)" if verb == "write to" else ""
+            raise StoreError(f"cannot {verb} {where}{hint}: {exc}") from exc
