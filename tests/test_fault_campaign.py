@@ -3,7 +3,7 @@
 Every injected fault kind, publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted) and fuzzed arguments, all through the
-real command line against moto. The whole campaign is its own command; its
+real command line against SeaweedFS. The whole campaign is its own command; its
 figures are in docs/benchmarks.md.
 """
 

@@ -17,7 +17,7 @@ from wanrl_s3.regions.config import RegionsConfig
 
 
 def _publish(s3_endpoint: str, tmp_path: Path, mode: str, seed: int) -> tuple[RegionsConfig, Path]:
-    """Regions on the moto server, their file, and v1 published with `publish --regions`."""
+    """Regions on the SeaweedFS server, their file, and v1 published with `publish --regions`."""
     regions = three_regions(s3_endpoint, mode)
     path = write_regions(tmp_path / "regions.toml", regions)
     src = write_file(tmp_path / "m.safetensors", model(seed))

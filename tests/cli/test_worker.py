@@ -1,4 +1,4 @@
-"""`wanrl-s3 worker` processes against the moto server: converge, survive kills, report."""
+"""`wanrl-s3 worker` processes against the SeaweedFS server: converge, survive kills, report."""
 
 from __future__ import annotations
 

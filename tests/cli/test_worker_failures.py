@@ -1,6 +1,6 @@
 """`wanrl-s3 worker` when things go wrong: it keeps running, logs, and says so in its status.
 
-Real `wanrl-s3 worker` processes against the moto server: a corrupt payload, a
+Real `wanrl-s3 worker` processes against the SeaweedFS server: a corrupt payload, a
 deeply nested LATEST, an out dir that disappears. The status object
 (workers/<id>.json) must show the failure within seconds, clear it on the next
 install, and the worker must exit with one line and its exit code only when it

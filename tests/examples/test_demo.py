@@ -1,4 +1,4 @@
-"""The demo's asynchronous RL loop, at a reduced size, against a real moto endpoint.
+"""The demo's asynchronous RL loop, at a reduced size, against a real S3 server (SeaweedFS).
 
 One run (module fixture): two worker processes, one per region, a smaller
 transformer, a few steps. The assertions are the demo's invariants, checked

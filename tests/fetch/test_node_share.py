@@ -69,7 +69,7 @@ def model(seed: int) -> dict[str, np.ndarray]:
 
 @pytest.fixture
 def published(s3_url: str, s3_endpoint: str) -> tuple[str, dict[int, dict[str, np.ndarray]]]:
-    """v1 full and v2 a 1 % delta of it, on moto."""
+    """v1 full and v2 a 1 % delta of it, on SeaweedFS."""
     store = open_store(s3_url, endpoint_url=s3_endpoint)
     v1 = model(1)
     versions = {1: v1, 2: nudge_state(v1, 0.01, seed=2)}

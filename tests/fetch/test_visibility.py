@@ -2,7 +2,7 @@
 
 A fake replicator copies the primary's objects to a replica bucket one by one
 in a random order (LATEST and manifests before their payload, in the
-adversarial case), over real HTTP to moto. Readers must never install a
+adversarial case), over real HTTP to SeaweedFS. Readers must never install a
 version partly, must not count the wait as an error, and must get there once
 the copy completes.
 """

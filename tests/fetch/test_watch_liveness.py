@@ -1,6 +1,6 @@
 """A watcher whose LATEST turns hostile, or whose threads meet an unexpected error, keeps going.
 
-Over real HTTP to moto: a deeply nested LATEST, a LATEST that names a far-future
+Over real HTTP to SeaweedFS: a deeply nested LATEST, a LATEST that names a far-future
 version that does not exist, and an exception nobody planned for in the poll or
 the download. Each must show in ``last_error`` (what the worker writes into its
 status object) and must not stop the watcher from installing the next real

@@ -1,4 +1,4 @@
-"""Worker status objects in a real (moto) bucket: written, read back, broken ones skipped."""
+"""Worker status objects in a real (SeaweedFS) bucket: written, read back, broken ones skipped."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A failing worker's status object: shown at once, refreshed at a bounded rate, cleared.
 
-On a real (moto) bucket; the reporter's clock is a counter the test moves, so the
+On a real (SeaweedFS) bucket; the reporter's clock is a counter the test moves, so the
 rate limit is checked exactly, not by sleeping.
 """
 

@@ -1,4 +1,4 @@
-"""Publishing one version from R ranks (ShardedPublisher), over real HTTP to moto, in threads.
+"""Publishing one version from R ranks (ShardedPublisher), over real HTTP to SeaweedFS, in threads.
 
 Each rank has its own store client, as separate processes would; the ranks meet
 only through the bucket.

@@ -1,4 +1,4 @@
-"""One contract, every backend: memory://, file:// and s3:// (moto over HTTP).
+"""One contract, every backend: memory://, file:// and s3:// (SeaweedFS over HTTP).
 
 The contract itself lives in :mod:`wanrl_s3.testing` so that third-party backends
 run the same suite; here each of ours subclasses it.

@@ -1,6 +1,6 @@
 """A connection dropped mid-download resumes at the last byte received, over real TCP.
 
-A small proxy between boto3 and the moto server cuts the first large responses
+A small proxy between boto3 and the SeaweedFS server cuts the first large responses
 after a set number of bytes; the read must still complete, bit for bit, by
 asking only for the bytes it is missing.
 """

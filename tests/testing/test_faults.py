@@ -1,4 +1,4 @@
-"""FaultProxy: each fault does what it says, against a real moto server, and nothing else.
+"""FaultProxy: each fault does what it says, against a real S3 server (SeaweedFS), and nothing else.
 
 The client is a bare boto3 client with its own retries and checksums off, so
 what reaches the server (or does not) is the proxy's doing alone; the store

@@ -2,7 +2,7 @@
 
 The cross-process test is the issue's acceptance test: a trainer-side engine
 here, a rollout-side engine in another process (built like verl's
-CheckpointEngineWorker builds it), the moto S3 server between them over HTTP.
+CheckpointEngineWorker builds it), the SeaweedFS S3 server between them over HTTP.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from .weights import digests
 CHILD = "tests.integrations.verl.rollout_child"
 
 
-def test_trainer_and_rollout_engines_in_two_processes_through_moto(
+def test_trainer_and_rollout_engines_in_two_processes_through_s3(
     engine_kwargs: dict[str, Any],
 ) -> None:
     trainer = new_engine(is_master=True, **engine_kwargs)

@@ -1,9 +1,9 @@
 """Publishing off the critical path (issue 17): the trainer's sync returns after a host copy.
 
 A slow store is real here: a :class:`~wanrl_s3.testing.FaultProxy` in front of the
-moto server dribbles every read of LATEST (which each publication makes), so a
+SeaweedFS server dribbles every read of LATEST (which each publication makes), so a
 publication takes seconds, deterministically, while the sync returns at once.
-What is checked reads the store straight from moto, past the proxy.
+What is checked reads the store straight from SeaweedFS, past the proxy.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Two trainer ranks are two engines built through verl's registry in this process,
 each told its rank, the rank count and the launch's run id through the trainer
 side's ``group`` (the seam that stands in for the process group); their
 publications run on their own background threads (or, synchronously, on two
-threads) and meet in a real moto bucket over HTTP. One test runs two processes
+threads) and meet in a real SeaweedFS bucket over HTTP. One test runs two processes
 with a real gloo process group, so the run id really is broadcast from rank 0.
 """
 

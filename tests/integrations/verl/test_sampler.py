@@ -2,7 +2,7 @@
 
 Trajectories are tagged the way verl's agent loop tags them (``min_global_steps``
 ...); the rollout workers' status objects, written by the engine's own
-StepStatusWriter into a moto bucket, say what those steps really meant.
+StepStatusWriter into a SeaweedFS bucket, say what those steps really meant.
 """
 
 from __future__ import annotations
