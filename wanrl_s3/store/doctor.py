@@ -94,7 +94,10 @@ def _conditional_create(store: ObjectStore, scratch: str) -> tuple[bool | None, 
 def _compare_and_swap(store: ObjectStore, scratch: str) -> tuple[bool | None, str]:
     key = _key(scratch, "cas")
     first = store.put_bytes(key, _body(64), if_none_match=True)
-    second = store.put_bytes(key, _body(64), if_match=first)  # the current ETag: must pass
+    try:
+        second = store.put_bytes(key, _body(64), if_match=first)  # the current ETag: must pass
+    except PreconditionFailedError:
+        return False, f"a write at the current ETag ({first}) was refused"
     if second == first:
         return False, "the ETag did not change when the object did"
     try:
@@ -213,7 +216,7 @@ COMPARE_AND_SWAP = _Probe(
     "compare-and-swap (PUT If-Match)",
     True,
     "LATEST moves only from the version it was read at, so it never moves backwards",
-    "publish refuses this store: LATEST could move backwards",
+    "publish refuses this store: LATEST could not be moved safely",
     _compare_and_swap,
 )
 _PROBES = (
