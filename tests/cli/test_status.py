@@ -1,4 +1,4 @@
-"""`wanrl-s3 status` on a real (SeaweedFS) bucket: header, legend, frozen figures, expiry, pruning."""
+"""`wanrl-s3 status` on a real S3 bucket: header, legend, frozen figures, expiry, pruning."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""T_bcast a user can trust (fleet/bcast.py), each rule on status objects in a real (SeaweedFS) bucket.
+"""T_bcast a user can trust (fleet/bcast.py), each rule on status objects in a real S3 bucket.
 
 The statuses are written as the worker writes them (JSON objects under workers/),
 read back with read_statuses, and reported at a fixed ``now_s`` so that expiry is

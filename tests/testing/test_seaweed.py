@@ -83,9 +83,9 @@ def test_read_only_keys_read_and_list_but_cannot_write(s3_endpoint: str) -> None
 
 def test_a_taken_port_is_named(s3_endpoint: str) -> None:
     port = int(s3_endpoint.rsplit(":", 1)[1])
-    with pytest.raises(UsageError, match=f"port {port} or {port + 10000} is taken"):
-        with local_seaweedfs(port=port):
-            pass
+    taken = pytest.raises(UsageError, match=f"port {port} or {port + 10000} is taken")
+    with taken, local_seaweedfs(port=port):
+        pass
 
 
 def test_without_the_binary_the_error_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -148,4 +148,3 @@ def _alive(pid: int) -> bool:
         return False
     stat = Path(f"/proc/{pid}/stat")
     return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-
