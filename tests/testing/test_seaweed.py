@@ -88,6 +88,29 @@ def test_a_taken_port_is_named(s3_endpoint: str) -> None:
         pass
 
 
+def test_a_port_taken_between_choice_and_start_means_fresh_ports(
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process may bind a chosen port first: the next try picks others."""
+    from wanrl_s3.testing import seaweed
+
+    choose = seaweed._free_ports
+    calls = []
+
+    def first_taken(ip_address: str, *, fixed_s3: int | None) -> dict[str, int]:
+        ports = choose(ip_address, fixed_s3=fixed_s3)
+        if not calls:  # the session server's S3 port, as if taken by someone meanwhile
+            ports["s3"] = int(s3_endpoint.rsplit(":", 1)[1])
+        calls.append(ports)
+        return ports
+
+    monkeypatch.setattr(seaweed, "_free_ports", first_taken)
+    with local_seaweedfs() as server:
+        assert _answers(server.endpoint_url)
+        assert len(calls) == 2 and server.data_dir.name == "run1"
+        assert server.endpoint_url.endswith(f":{calls[1]['s3']}")
+
+
 def test_without_the_binary_the_error_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sys, "executable", "/nonexistent/bin/python")
     monkeypatch.setenv("PATH", "/nonexistent")

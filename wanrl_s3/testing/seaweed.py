@@ -126,27 +126,30 @@ def local_seaweedfs(
 def _start(
     binary: str, data_dir: Path, ip_address: str, port: int | None, timeout_s: float
 ) -> tuple[subprocess.Popen[bytes], SeaweedFS]:
-    """Start ``weed mini``; a port taken meanwhile by someone else means fresh ports."""
-    config = data_dir / "s3.json"
-    config.write_text(json.dumps(_identities()))
+    """Start ``weed mini``; a port taken meanwhile by someone else means fresh ports
+    (and a fresh folder: ``weed mini`` keeps the options it started with there)."""
     last = ""
-    for _ in range(_START_TRIES):
+    for attempt in range(_START_TRIES):
+        run_dir = data_dir / f"run{attempt}"
+        run_dir.mkdir()
+        config = run_dir / "s3.json"
+        config.write_text(json.dumps(_identities()))
         ports = _free_ports(ip_address, fixed_s3=port)
-        argv = _argv(binary, data_dir, ip_address, ports, config)
-        log = data_dir / "weed.log"
+        argv = _argv(binary, run_dir, ip_address, ports, config)
+        log = run_dir / "weed.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, "TMPDIR": str(data_dir)},  # its log files land there
+                env={**os.environ, "TMPDIR": str(run_dir)},  # its log files land there
                 preexec_fn=_die_with_parent(),
             )
         server = SeaweedFS(
             f"http://{ip_address}:{ports['s3']}",
             f"http://{ip_address}:{ports['master']}",
-            data_dir,
+            run_dir,
             tuple(ports.values()),
         )
         try:
@@ -229,7 +232,12 @@ def _pair_free(ip_address: str, port: int) -> bool:
 
 
 def _wait_ready(server: SeaweedFS, proc: subprocess.Popen[bytes], timeout_s: float) -> None:
-    """Return once the S3 gateway answers a signed request with our keys."""
+    """Return once our process listens on the S3 port and answers a signed request.
+
+    Whose socket it is matters: a server that lost the port to another process
+    logs it and exits a moment later, while that other process (another
+    SeaweedFS, say) would answer the request in its place.
+    """
     import boto3
     import botocore.exceptions
 
@@ -247,11 +255,32 @@ def _wait_ready(server: SeaweedFS, proc: subprocess.Popen[bytes], timeout_s: flo
             tail = (server.data_dir / "weed.log").read_text(errors="replace")[-600:].strip()
             raise UsageError(f"SeaweedFS exited with status {proc.returncode} on start: {tail}")
         try:
-            client.list_buckets()
-            return
+            if _listens(proc.pid, int(server.endpoint_url.rsplit(":", 1)[1])):
+                client.list_buckets()
+                return
         except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-            time.sleep(0.1)
+            pass
+        time.sleep(0.1)
     raise UsageError(f"SeaweedFS did not answer at {server.endpoint_url} within {timeout_s:g} s")
+
+
+def _listens(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the listening TCP socket of ``port`` (Linux's /proc;
+    elsewhere there is no telling, and the answer is yes)."""
+    try:
+        table = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return True
+    sockets = {
+        f"socket:[{f[9]}]"
+        for f in map(str.split, table)
+        if f[1].endswith(f":{port:04X}") and f[3] == "0A"  # 0A: LISTEN
+    }
+    for fd in Path(f"/proc/{pid}/fd").glob("*") if sockets else ():
+        with contextlib.suppress(OSError):
+            if os.readlink(fd) in sockets:
+                return True
+    return False
 
 
 def _stop(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> None:
