@@ -1,4 +1,4 @@
-"""s3:// : any S3-compatible service through boto3 (AWS S3, R2, GCS's S3 API, MinIO, moto).
+"""s3:// : any S3-compatible service through boto3 (AWS S3, R2, MinIO, SeaweedFS, Ceph RGW).
 
 Where the service is: ``endpoint_url`` (or the standard ``AWS_ENDPOINT_URL``),
 credentials from ``profile`` or the standard credential chain. Retries are ours
