@@ -67,3 +67,24 @@ def test_a_record_that_is_not_a_sound_one_means_probing_again(body: bytes) -> No
     require_conditional_writes(store)
     assert CountsConditionalPuts.conditional_puts >= 4
     assert json.loads(store.get_bytes(layout.STORE_CHECK_KEY))["compare_and_swap"] is True
+
+
+def test_lost_responses_to_the_probes_do_not_refuse_a_sound_store(s3_endpoint: str) -> None:
+    """The responses to the first create and to the swap at the current ETag are lost
+    after the server acted: each retry is refused by the probe's own earlier write,
+    which a read-back recognises, so the store is not refused."""
+    from wanrl_s3.store import open_store
+    from wanrl_s3.testing import Fault, FaultProxy, Rule, make_bucket
+
+    url = f"s3://{make_bucket(s3_endpoint)}/run"
+    scratch = r"/checks/scratch/[^/]+/"
+    rules = [
+        Rule(Fault.RESET_AFTER, method="PUT", key=scratch + "create$", count=1),
+        Rule(Fault.TRICKLE, method="PUT", key=scratch + "cas$", count=1),  # its create: let be
+        Rule(Fault.RESET_AFTER, method="PUT", key=scratch + "cas$", count=1),  # the swap
+    ]
+    with FaultProxy(s3_endpoint, rules=rules) as proxy:
+        require_conditional_writes(open_store(url, endpoint_url=proxy.url))
+        assert proxy.counts[Fault.RESET_AFTER] == 2
+    store = open_store(url, endpoint_url=s3_endpoint)
+    assert [o.key for o in store.list()] == [layout.STORE_CHECK_KEY]

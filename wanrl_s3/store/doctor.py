@@ -80,10 +80,28 @@ def _body(n_bytes: int) -> bytes:
     return os.urandom(n_bytes)
 
 
+def _put_own(
+    store: ObjectStore, key: str, data: bytes, *, if_none_match: bool = False, if_match: str = ""
+) -> str:
+    """A conditional PUT that must pass; its ETag.
+
+    A refusal is read back first: when the object holds exactly ``data`` (random
+    bytes no one else has), an earlier attempt of this same request landed and
+    only its response was lost, so the retry was refused by our own write.
+    """
+    try:
+        return store.put_bytes(key, data, if_none_match=if_none_match, if_match=if_match or None)
+    except PreconditionFailedError:
+        stored = store.get(key)
+        if stored.data != data:
+            raise
+        return stored.etag
+
+
 # -- the probes: each returns (held, what was seen); held None: not probed -----------
 def _conditional_create(store: ObjectStore, scratch: str) -> tuple[bool | None, str]:
     key = _key(scratch, "create")
-    store.put_bytes(key, _body(64), if_none_match=True)
+    _put_own(store, key, _body(64), if_none_match=True)
     try:
         store.put_bytes(key, _body(64), if_none_match=True)
     except PreconditionFailedError:
@@ -93,9 +111,9 @@ def _conditional_create(store: ObjectStore, scratch: str) -> tuple[bool | None, 
 
 def _compare_and_swap(store: ObjectStore, scratch: str) -> tuple[bool | None, str]:
     key = _key(scratch, "cas")
-    first = store.put_bytes(key, _body(64), if_none_match=True)
+    first = _put_own(store, key, _body(64), if_none_match=True)
     try:
-        second = store.put_bytes(key, _body(64), if_match=first)  # the current ETag: must pass
+        second = _put_own(store, key, _body(64), if_match=first)  # the current ETag: must pass
     except PreconditionFailedError:
         return False, f"a write at the current ETag ({first}) was refused"
     if second == first:
