@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -106,8 +105,9 @@ def add_store_args(
     )
     g.add_argument(
         "--endpoint-url",
-        default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="S3-compatible endpoint (R2, GCS, MinIO ...); default: $AWS_ENDPOINT_URL or AWS",
+        default=None,  # not $AWS_ENDPOINT_URL here: that would send gs:// and az:// there too
+        help="the service's endpoint (R2, MinIO, an emulator ...); default for s3://: "
+        "$AWS_ENDPOINT_URL or AWS",
     )
     g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
     if verify_key:

@@ -23,6 +23,7 @@ import contextlib
 import datetime as _dt
 import hashlib
 import http.client
+import os
 import re
 import threading
 import zlib
@@ -215,7 +216,7 @@ class S3Store(ObjectStore):
             )
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self.endpoint_url = endpoint_url or None
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
         self.profile = profile or None
         self._client = client or self._make_client(profile, region, max_connections, read_timeout_s)
         # each part's checksum, for the completion that lists them: (upload id, part) -> value
