@@ -21,6 +21,7 @@ from .broken_stores import (
     IgnoresRanges,
     KeepsDeleted,
     OneEtag,
+    ShortReads,
     StaleListing,
     StaleReads,
     StoresBadChecksums,
@@ -58,6 +59,7 @@ def test_a_sound_store_holds_every_guarantee_and_leaves_nothing_behind() -> None
         (StaleReads, {"read-after-write"}),
         (StaleListing, {"list-after-write"}),
         (IgnoresRanges, {"range reads"}),
+        (ShortReads, {"range reads"}),
         (KeepsDeleted, {"delete", "list-after-write"}),
         (OneEtag, {"compare-and-swap (PUT If-Match)", "ETag form"}),
     ],
@@ -69,6 +71,11 @@ def test_each_fault_is_found_by_its_probe(cls: type[MemoryStore], broken: set[st
     for name in broken:
         assert findings[name].status == NOT_HELD
         assert findings[name].action != findings[name].seen
+
+
+def test_a_truncated_object_is_a_finding_not_a_crash() -> None:
+    found = _findings(_new(ShortReads))["range reads"]
+    assert found.status == NOT_HELD and "came back short" in found.seen
 
 
 def test_an_upload_stored_despite_a_wrong_checksum_is_reported_not_fatal() -> None:

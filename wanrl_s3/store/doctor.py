@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import NotFoundError, PreconditionFailedError, StoreError
+from ..errors import NotFoundError, PreconditionFailedError, StoreError, VerificationError
 from .spec import ObjectStore
 
 HELD = "held"
@@ -64,6 +64,8 @@ class _Probe:
             held, seen = False, f"a request it should take was refused ({exc})"
         except NotFoundError as exc:
             held, seen = False, f"an object just written was missing ({exc})"
+        except VerificationError as exc:
+            held, seen = False, f"an object just written came back short ({exc})"
         except StoreError as exc:  # refused or failed: the property cannot be relied on
             held, seen = False, f"the request failed: {exc}"
         status = NOT_PROBED if held is None else HELD if held else NOT_HELD
