@@ -129,11 +129,17 @@ with local_seaweedfs(port=int(sys.argv[1])):
 """
 
 
-def test_the_server_dies_with_the_process_that_started_it() -> None:
-    """A test run killed outright (a timeout, SIGKILL) leaves no server behind."""
+def test_the_server_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """A test run killed outright (a timeout, SIGKILL) leaves no server behind.
+
+    (Its data folder it cannot remove: it goes under tmp_path here.)
+    """
     port = free_port_pair()
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(port)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _CHILD, str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
     )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "up"
