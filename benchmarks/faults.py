@@ -61,7 +61,7 @@ import boto3
 import numpy as np
 
 from wanrl_s3 import SafetensorsFile, write_file
-from wanrl_s3.testing import Fault, FaultProxy, Rule, local_s3, make_bucket, worker_command
+from wanrl_s3.testing import Fault, FaultProxy, Rule, local_moto, make_bucket, worker_command
 
 COUNTERS = ("partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks")
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
@@ -1064,7 +1064,7 @@ def main() -> int:
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
     start = time.monotonic()
-    with local_s3() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
+    with local_moto() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
         report = run_campaign(endpoint, args.seed, plan, Path(tmp))
     report["total_s"] = round(time.monotonic() - start, 1)
     if args.json:

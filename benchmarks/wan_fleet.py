@@ -99,7 +99,7 @@ from wanrl_s3.cost import (
     object_storage_worker_s,
     parse_fleet,
 )
-from wanrl_s3.testing import local_s3, make_bucket, nudge_state, random_bf16_state, worker_command
+from wanrl_s3.testing import local_moto, make_bucket, nudge_state, random_bf16_state, worker_command
 
 RELAY = Path(__file__).resolve().parent / "wan_fleet_relay.py"
 RELAY_PORT = 7070
@@ -523,7 +523,7 @@ def main() -> None:
         args.fleet_out.write_text(fleet_to_csv(fleet))
     work = Path(tempfile.mkdtemp(prefix="wanrl-wan-fleet-"))
     try:
-        with local_s3() as endpoint, namespaces(fleet, args.uplink_queue) as hosts:
+        with local_moto() as endpoint, namespaces(fleet, args.uplink_queue) as hosts:
             make_bucket(endpoint, "fleet")
             bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
             results = bucket[0]

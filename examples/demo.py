@@ -3,8 +3,9 @@
     make demo                                    # about 3 minutes on 2 CPU cores
     .venv/bin/python examples/demo.py --help     # sizes, kappa, --delta, --out-dir
 
-1. Starts a local S3 endpoint (moto on 127.0.0.1) with one bucket per region
-   (us-east, eu-west); the learner publishes to both (fanout mode).
+1. Starts a local S3 server (SeaweedFS, a real one, on free ports of 127.0.0.1,
+   its data in a temporary folder) with one bucket per region (us-east,
+   eu-west); the learner publishes to both (fanout mode).
 2. Starts four rollout worker processes, two per region. Each watches its own
    region's bucket, installs every verified version between two batches, samples
    completions from the policy it holds while the next version downloads, tags
@@ -61,7 +62,7 @@ from wanrl_s3 import (
     WanrlError,
     open_store,
 )
-from wanrl_s3.testing import llama_like_layout, local_s3, make_bucket
+from wanrl_s3.testing import CREDENTIALS, llama_like_layout, local_s3, make_bucket
 
 HERE = Path(__file__).resolve().parent
 REGIONS = ("us-east", "eu-west")
@@ -485,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg, out_dir = _parse(argv)
     out_dir.mkdir(parents=True, exist_ok=True)
     say = Progress()
+    os.environ.update(CREDENTIALS)  # the local server's keys, for us and the workers
     try:
         with local_s3() as endpoint:
             say(f"local S3 endpoint {endpoint}; starting {cfg.workers} rollout worker processes")

@@ -3,7 +3,7 @@
 Every injected fault kind, publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted) and fuzzed arguments, all through the
-real command line against moto. The whole campaign is its own command; its
+real command line against SeaweedFS. The whole campaign is its own command; its
 figures are in docs/benchmarks.md.
 """
 
@@ -29,10 +29,10 @@ def load_campaign():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_quick_campaign_finds_nothing(moto_endpoint: str, tmp_path: Path) -> None:
-    make_bucket(moto_endpoint)  # the server answers before the clock starts
+def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
+    make_bucket(s3_endpoint)  # the server answers before the clock starts
     faults = load_campaign()
-    report = faults.run_campaign(moto_endpoint, 14, faults.Plan.quick(), tmp_path)
+    report = faults.run_campaign(s3_endpoint, 14, faults.Plan.quick(), tmp_path)
     kinds = report["kinds"]
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",

@@ -29,10 +29,10 @@ def model(seed: int, n: int = 4) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture
-def cli(moto_endpoint: str, capsys: pytest.CaptureFixture[str]):
+def cli(s3_endpoint: str, capsys: pytest.CaptureFixture[str]):
     def run(*argv: str) -> tuple[int, str, str]:
         code = main(
-            [*argv, "--endpoint-url", moto_endpoint]
+            [*argv, "--endpoint-url", s3_endpoint]
             if argv[0] in ("publish", "pull", "inspect")
             else list(argv)
         )
@@ -97,11 +97,11 @@ def test_second_publish_exits_4_and_keeps_the_first(cli, url: str, tmp_path: Pat
 
 
 def test_flipped_byte_exits_3_and_writes_nothing(
-    cli, url: str, tmp_path: Path, moto_endpoint: str
+    cli, url: str, tmp_path: Path, s3_endpoint: str
 ) -> None:
     src = write_file(tmp_path / "a.safetensors", model(1))
     assert cli("publish", str(src), "--store", url, "--version", "1", "--delta", "never")[0] == 0
-    store = open_store(url, endpoint_url=moto_endpoint)
+    store = open_store(url, endpoint_url=s3_endpoint)
     key = next(o.key for o in store.list("v/") if o.key.endswith(".bin"))
     data = bytearray(store.get_bytes(key))
     data[len(data) // 2] ^= 0x01
@@ -115,10 +115,10 @@ def test_flipped_byte_exits_3_and_writes_nothing(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
 
 
-def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, moto_endpoint: str) -> None:
+def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, s3_endpoint: str) -> None:
     src = write_file(tmp_path / "a.safetensors", model(1))
     assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
-    store = open_store(url, endpoint_url=moto_endpoint)
+    store = open_store(url, endpoint_url=s3_endpoint)
     m = json.loads(store.get_bytes(layout.manifest_key(1)))
     m["tensors"][0]["shape"] = [10**6, 10**6]
     store.put_bytes(layout.manifest_key(1), json.dumps(m).encode())

@@ -105,9 +105,9 @@ def status(worker_id: str, updated_at_s: float, rtt_s: float | None, mb: float) 
 
 
 def test_from_status_reads_each_workers_measured_link(
-    s3_url: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig()).publish({"w": np.zeros(250_000, np.float32)}, 1)
     now = time.time()
     for worker_id, updated, rtt, mb in (
@@ -117,7 +117,7 @@ def test_from_status_reads_each_workers_measured_link(
         ("old", now, None, 25.0),  # no round trip recorded: left out
     ):
         store.put_bytes(layout.worker_status_key(worker_id), status(worker_id, updated, rtt, mb))
-    plan, err = plan_of(capsys, "--from-status", s3_url, "--status-endpoint-url", moto_endpoint)
+    plan, err = plan_of(capsys, "--from-status", s3_url, "--status-endpoint-url", s3_endpoint)
     links = {w["name"]: w for w in plan["inputs"]["fleet"]["workers"]}
     assert set(links) == {"a", "b"} and plan["inputs"]["workers"] == 2
     assert links["a"]["downlink_mbps"] == pytest.approx(100.0)

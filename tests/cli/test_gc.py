@@ -45,9 +45,9 @@ def test_gc_one_store_keeps_chains_and_dry_run_deletes_nothing(
 
 
 def test_gc_regions_fanout_collects_every_region(
-    tmp_path: Path, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions = three_regions(moto_endpoint, "fanout")
+    regions = three_regions(s3_endpoint, "fanout")
     publish_seven([regions.store(r.name) for r in regions.regions])
     path = write_regions(tmp_path / "regions.toml", regions)
     assert main(["gc", "--regions", str(path), "--keep", "1", "--json"]) == 0
@@ -59,9 +59,9 @@ def test_gc_regions_fanout_collects_every_region(
 
 
 def test_gc_regions_replicate_collects_the_primary_only(
-    tmp_path: Path, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions = three_regions(moto_endpoint, "replicate")
+    regions = three_regions(s3_endpoint, "replicate")
     path = write_regions(tmp_path / "regions.toml", regions)
     publish_seven([regions.store("use1")])
     assert main(["gc", "--regions", str(path), "--keep", "1", "--dry-run", "--json"]) == 0

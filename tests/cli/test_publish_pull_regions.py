@@ -16,11 +16,9 @@ from wanrl_s3.io.safetensors_file import write_file
 from wanrl_s3.regions.config import RegionsConfig
 
 
-def _publish(
-    moto_endpoint: str, tmp_path: Path, mode: str, seed: int
-) -> tuple[RegionsConfig, Path]:
-    """Regions on the moto server, their file, and v1 published with `publish --regions`."""
-    regions = three_regions(moto_endpoint, mode)
+def _publish(s3_endpoint: str, tmp_path: Path, mode: str, seed: int) -> tuple[RegionsConfig, Path]:
+    """Regions on the SeaweedFS server, their file, and v1 published with `publish --regions`."""
+    regions = three_regions(s3_endpoint, mode)
     path = write_regions(tmp_path / "regions.toml", regions)
     src = write_file(tmp_path / "m.safetensors", model(seed))
     assert main(["publish", str(src), "--regions", str(path), "--version", "1"]) == 0
@@ -28,9 +26,9 @@ def _publish(
 
 
 def test_fanout_publish_then_pull_from_the_fastest_region(
-    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions, path = _publish(moto_endpoint, tmp_path, "fanout", 1)
+    regions, path = _publish(s3_endpoint, tmp_path, "fanout", 1)
     out = capsys.readouterr().out
     assert all(r.url in out for r in regions.regions)
     for r in regions.regions:
@@ -42,9 +40,9 @@ def test_fanout_publish_then_pull_from_the_fastest_region(
 
 
 def test_replicate_mode_publishes_the_primary_and_pull_waits_for_replication(
-    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions, path = _publish(moto_endpoint, tmp_path, "replicate", 2)
+    regions, path = _publish(s3_endpoint, tmp_path, "replicate", 2)
     primary, replica = regions.store("use1"), regions.store("euw1")
     assert [r.store().exists(layout.LATEST_KEY) for r in regions.regions] == [True, False, False]
     replicator = FakeReplicator(primary, replica, random.Random(0), adversarial=True)

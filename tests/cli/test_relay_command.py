@@ -20,9 +20,9 @@ from wanrl_s3.store import get_or_none
 
 
 def test_relay_process_commits_each_new_version_in_every_replica(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+    regions = three_regions(s3_endpoint, "copy")
     path = write_regions(tmp_path / "regions.toml", regions)
     pub = Publisher(regions.store("use1"), SMALL)
     state = model(1)
@@ -65,9 +65,9 @@ def test_relay_process_commits_each_new_version_in_every_replica(
 
 
 def test_relay_once_exits_after_one_pass(
-    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+    regions = three_regions(s3_endpoint, "copy")
     Publisher(regions.store("use1"), SMALL).publish(model(3), 4)
     path = write_regions(tmp_path / "regions.toml", regions)
     assert main(["relay", "--regions", str(path), "--once"]) == 0

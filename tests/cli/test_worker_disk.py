@@ -75,15 +75,15 @@ class Sampler:
 
 
 def test_disk_holds_the_installed_version_and_one_staged_and_a_restart_resumes(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=50))
     state = model(1, mib=4)
     pub.publish(state, 1)
     out = tmp_path / "w"
     model_file = out / "model.safetensors"
-    w = start_worker(s3_url, moto_endpoint, out, "w-disk")
+    w = start_worker(s3_url, s3_endpoint, out, "w-disk")
     try:
         wait_for(lambda: version_in(out) == 1)
         sampler = Sampler(out, w.pid)
@@ -108,7 +108,7 @@ def test_disk_holds_the_installed_version_and_one_staged_and_a_restart_resumes(
     (out / ".model.safetensors.tmp-dead").write_bytes(b"x" * 4096)
     state = nudge(state, 6)
     pub.publish(state, 6)
-    w = start_worker(s3_url, moto_endpoint, out, "w-disk")
+    w = start_worker(s3_url, s3_endpoint, out, "w-disk")
     try:
         wait_for(lambda: version_in(out) == 6)
         wait_for(lambda: held_inodes(out, w.pid) == {model_file.stat().st_ino}, 10)
@@ -121,15 +121,15 @@ def test_disk_holds_the_installed_version_and_one_staged_and_a_restart_resumes(
 
 
 def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig())
     state = model(2, mib=2)
     pub.publish(state, 1)
     out = tmp_path / "w"
     with tmpfs(tmp_path / "share", size_bytes=32 * MiB) as share:
-        w = start_worker(s3_url, moto_endpoint, out, "w-copy", "--share-dir", str(share),
+        w = start_worker(s3_url, s3_endpoint, out, "w-copy", "--share-dir", str(share),
                          "--keep-versions", "1")  # fmt: skip
         try:
             wait_for(lambda: version_in(out) == 1)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from wanrl_s3.testing import free_port
+from wanrl_s3.testing import free_port_pair
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "docs" / "quickstart.md"
@@ -26,7 +26,7 @@ def _block() -> str:
 def test_try_it_on_this_machine(tmp_path: Path) -> None:
     script = _block()
     assert script.startswith(". .venv/bin/activate")
-    port = str(free_port())  # the doc's port 9000 may be taken on a test machine
+    port = str(free_port_pair())  # the doc's port 9000 (and 19000) may be taken here
     script = script.replace("9000", port).replace('"$(mktemp -d)"', str(tmp_path))
     # the suite's venv is this interpreter's; run the block as a user would, from the root
     venv = Path(sys.executable).parent.parent

@@ -1,4 +1,4 @@
-"""The demo's asynchronous RL loop, at a reduced size, against a real moto endpoint.
+"""The demo's asynchronous RL loop, at a reduced size, against a real S3 server (SeaweedFS).
 
 One run (module fixture): two worker processes, one per region, a smaller
 transformer, a few steps. The assertions are the demo's invariants, checked
@@ -56,8 +56,8 @@ CONFIG = demo.DemoConfig(
 
 
 @pytest.fixture(scope="module")
-def report(moto_endpoint: str) -> dict[str, Any]:
-    return demo.run_demo(CONFIG, moto_endpoint, demo.Progress(quiet=True))
+def report(s3_endpoint: str) -> dict[str, Any]:
+    return demo.run_demo(CONFIG, s3_endpoint, demo.Progress(quiet=True))
 
 
 def _stores(report: dict[str, Any], run: str, endpoint: str) -> dict[str, Any]:
@@ -92,24 +92,22 @@ def test_nothing_older_than_the_budget_is_trained_on(report: dict[str, Any]) -> 
     assert report["checks"]["ok"]
 
 
-def test_every_worker_reaches_the_last_version(report: dict[str, Any], moto_endpoint: str) -> None:
+def test_every_worker_reaches_the_last_version(report: dict[str, Any], s3_endpoint: str) -> None:
     for run, versions in report["versions"].items():
         last = versions[-1]["version"]
         assert last == CONFIG.steps
         statuses = [
-            s
-            for store in _stores(report, run, moto_endpoint).values()
-            for s in read_statuses(store)
+            s for store in _stores(report, run, s3_endpoint).values() for s in read_statuses(store)
         ]
         assert len(statuses) == CONFIG.workers
         assert {s.installed_version for s in statuses} == {last}
 
 
 def test_versions_in_the_report_are_the_manifests_in_the_bucket(
-    report: dict[str, Any], moto_endpoint: str
+    report: dict[str, Any], s3_endpoint: str
 ) -> None:
     for run, versions in report["versions"].items():
-        for store in _stores(report, run, moto_endpoint).values():
+        for store in _stores(report, run, s3_endpoint).values():
             with Subscriber(store) as sub:
                 assert sub.versions() == [v["version"] for v in versions]
                 for v in versions:
@@ -133,9 +131,9 @@ def test_auto_ships_full_where_a_delta_would_not_pay(report: dict[str, Any]) -> 
     assert lever["downloaded_bytes"] < lever["downloaded_if_all_full_bytes"]
 
 
-def test_t_bcast_matches_the_status_objects(report: dict[str, Any], moto_endpoint: str) -> None:
+def test_t_bcast_matches_the_status_objects(report: dict[str, Any], s3_endpoint: str) -> None:
     for run in report["versions"]:
-        stores = _stores(report, run, moto_endpoint)
+        stores = _stores(report, run, s3_endpoint)
         statuses = [s for store in stores.values() for s in read_statuses(store)]
         with Subscriber(next(iter(stores.values()))) as sub:
             published = {v: sub.manifest(v).created_at_s for v in sub.versions()}
@@ -147,12 +145,12 @@ def test_t_bcast_matches_the_status_objects(report: dict[str, Any], moto_endpoin
 
 
 def test_per_region_t_bcast_is_what_wanrl_s3_status_prints(
-    report: dict[str, Any], moto_endpoint: str, capsys: Any
+    report: dict[str, Any], s3_endpoint: str, capsys: Any
 ) -> None:
     for run in report["versions"]:
         for region, urls in report["buckets"].items():
             capsys.readouterr()
-            argv = ["status", "--store", urls[run], "--endpoint-url", moto_endpoint]
+            argv = ["status", "--store", urls[run], "--endpoint-url", s3_endpoint]
             assert cli_main([*argv, "--last", "1000", "--json"]) == 0
             cli = json.loads(capsys.readouterr().out)
             mine = report["t_bcast"][run]["per_region"][region]

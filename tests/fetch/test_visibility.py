@@ -2,7 +2,7 @@
 
 A fake replicator copies the primary's objects to a replica bucket one by one
 in a random order (LATEST and manifests before their payload, in the
-adversarial case), over real HTTP to moto. Readers must never install a
+adversarial case), over real HTTP to SeaweedFS. Readers must never install a
 version partly, must not count the wait as an error, and must get there once
 the copy completes.
 """
@@ -35,8 +35,8 @@ FAST = WatchConfig(poll_interval_s=0.02, visible_backoff_s=0.001, retry_backoff_
 
 
 @pytest.fixture
-def pair(moto_endpoint: str):
-    regions = three_regions(moto_endpoint, "replicate")
+def pair(s3_endpoint: str):
+    regions = three_regions(s3_endpoint, "replicate")
     return regions.store("use1"), regions.store("euw1")
 
 

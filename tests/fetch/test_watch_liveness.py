@@ -1,6 +1,6 @@
 """A watcher whose LATEST turns hostile, or whose threads meet an unexpected error, keeps going.
 
-Over real HTTP to moto: a deeply nested LATEST, a LATEST that names a far-future
+Over real HTTP to SeaweedFS: a deeply nested LATEST, a LATEST that names a far-future
 version that does not exist, and an exception nobody planned for in the poll or
 the download. Each must show in ``last_error`` (what the worker writes into its
 status object) and must not stop the watcher from installing the next real
@@ -33,8 +33,8 @@ FAR_FUTURE = layout.MAX_VERSION  # v999999999999: a version nobody will publish
 
 
 @pytest.fixture
-def store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Worker status objects in a real (moto) bucket: written, read back, broken ones skipped."""
+"""Worker status objects in a real (SeaweedFS) bucket: written, read back, broken ones skipped."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from wanrl_s3.store import ObjectStore
 
 
 @pytest.fixture
-def s3_store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def s3_store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 def install(version: int, at_s: float) -> InstallResult:

@@ -1,7 +1,7 @@
 """Copy mode: the relay commits each version in every replica, server-side where it can.
 
-use1 (primary) and euw1 are buckets on one moto server, so euw1's copies are
-CopyObject requests inside it; apne1 is a bucket on a second moto server in
+use1 (primary) and euw1 are buckets on one SeaweedFS server, so euw1's copies are
+CopyObject requests inside it; apne1 is a bucket on a second SeaweedFS server in
 its own process (another S3 service), so its copies are streamed through the
 relay.
 """
@@ -27,14 +27,14 @@ from wanrl_s3.testing import local_s3
 
 @pytest.fixture(scope="module")
 def other_service() -> Iterator[str]:
-    """A second S3 endpoint: a moto server in its own process."""
+    """A second S3 endpoint: a SeaweedFS server of its own."""
     with local_s3() as endpoint:
         yield endpoint
 
 
 @pytest.fixture
-def regions(moto_endpoint: str, other_service: str) -> RegionsConfig:
-    return three_regions(moto_endpoint, "copy", endpoints={"apne1": other_service})
+def regions(s3_endpoint: str, other_service: str) -> RegionsConfig:
+    return three_regions(s3_endpoint, "copy", endpoints={"apne1": other_service})
 
 
 def _latest(store: ObjectStore) -> int | None:

@@ -3,7 +3,7 @@
 Publications that must be held open go through :class:`Gated`, a real Publisher
 whose ``publish`` waits for the test's go: what runs when is decided by events,
 never by timing. S3 behaviour (a missing bucket, one deleted mid-run) is a real
-moto server over HTTP; the rest uses the in-memory store.
+SeaweedFS server over HTTP; the rest uses the in-memory store.
 """
 
 from __future__ import annotations
@@ -173,18 +173,18 @@ def test_close_surfaces_a_publication_thread_that_died_unseen() -> None:
 
 
 def test_what_stops_the_run_and_what_does_not(
-    s3_url: str, moto_endpoint: str, caplog: pytest.LogCaptureFixture
+    s3_url: str, s3_endpoint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     weights = model(big=1000)
     # a wrong bucket: the first publication's store error is fatal
-    wrong = open_store("s3://no-such-bkt/r", endpoint_url=moto_endpoint)
+    wrong = open_store("s3://no-such-bkt/r", endpoint_url=s3_endpoint)
     future = TrainerPublisher(Publisher(wrong)).submit(weights, 0)
     with pytest.raises(PublicationFailedError, match="first publication to s3://no-such") as info:
         future.result(60)
     assert isinstance(info.value.__cause__, StoreError) and info.value.exit_code == 6
     # the store reached, then gone: an outage, logged and ridden out
-    where = {"store_url": s3_url, "endpoint_url": moto_endpoint}
-    trainer = TrainerPublisher(Publisher(open_store(s3_url, endpoint_url=moto_endpoint)))
+    where = {"store_url": s3_url, "endpoint_url": s3_endpoint}
+    trainer = TrainerPublisher(Publisher(open_store(s3_url, endpoint_url=s3_endpoint)))
     assert trainer.submit(weights, 0).result(60).published
     delete_bucket(where)
     gone = trainer.submit(weights, 1).result(60)
@@ -265,10 +265,10 @@ def rss_bytes() -> int:
 
 
 def test_host_memory_holds_one_copy_whatever_the_number_of_publications(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     trainer = TrainerPublisher(
-        Publisher(open_store(s3_url, endpoint_url=moto_endpoint)), dtype="bf16"
+        Publisher(open_store(s3_url, endpoint_url=s3_endpoint)), dtype="bf16"
     )
     weights = model(big=16_000_000)  # 34 MB in bf16
     snapshot_bytes = sum(t.numel() * t.element_size() for t in as_published(weights).values())

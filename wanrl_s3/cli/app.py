@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "status": "wanrl_s3.cli.status",
     "worker": "wanrl_s3.cli.worker",
     "relay": "wanrl_s3.cli.relay",
+    "doctor": "wanrl_s3.cli.doctor",
     "keygen": "wanrl_s3.cli.keygen",
     "estimate": "wanrl_s3.cli.estimate",
     "prices": "wanrl_s3.cli.prices",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -114,10 +113,11 @@ def add_store_args(
     g.add_argument(
         "--endpoint-url",
         metavar="URL",
-        default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="the service's endpoint: an S3-compatible one for s3:// (R2, MinIO, GCS's S3 "
-        "API ...), the API endpoint for gs:// (an emulator), the account URL for az:// "
-        "(Azurite, a private endpoint) (default: $AWS_ENDPOINT_URL, else the provider's own)",
+        default=None,  # not $AWS_ENDPOINT_URL here: that would send gs:// and az:// there too
+        help="the service's endpoint: an S3-compatible one for s3:// (R2, MinIO, SeaweedFS ...), "
+        "the API endpoint for gs:// (an emulator), the account URL for az:// (Azurite, a "
+        "private endpoint) (default for s3://: $AWS_ENDPOINT_URL, else AWS; for the others "
+        "the provider's own)",
     )
     g.add_argument(
         "--profile",

@@ -25,6 +25,7 @@ from ..io.safetensors_file import SafetensorsFile, read_source
 from ..io.source import StreamedSource
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
 from ..publish.resume import resume, resume_point
+from ..publish.store_check import require_conditional_writes
 from ..store import ObjectStore
 from ..units import MiB, count
 from .common import (
@@ -115,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         full_coding=args.full_coding,
     )
     stores = roles_from_args(args).publish()
+    for store in stores:  # before any write: refuse a store that ignores conditional writes
+        require_conditional_writes(store)
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
 
     def publisher() -> Publisher:

@@ -6,6 +6,8 @@
 <prefix>/v/<version:012d>/<publish id>/<n:06d>.bin payload, written before the manifest
 <prefix>/v/<version:012d>/shares/<run id>/<rank:06d>.json  a rank's share (ShardedPublisher)
 <prefix>/workers/<worker id>.json                 each worker's status
+<prefix>/checks/conditional-writes.json           the store's conditional writes, checked once
+<prefix>/checks/scratch/<check id>/...            a store check's probes, removed by the check
 ```
 
 The publish id (random per publish attempt) keeps two publishers racing for
@@ -24,6 +26,8 @@ VERSIONS_DIR = "v"
 WORKERS_DIR = "workers"
 MANIFEST_NAME = "manifest.json"
 SHARES_DIR = "shares"
+CHECKS_DIR = "checks"
+STORE_CHECK_KEY = f"{CHECKS_DIR}/conditional-writes.json"
 MAX_VERSION = 10**12 - 1
 _VERSION_DIR_RE = re.compile(r"^v/(\d{12})/")
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
@@ -55,6 +59,11 @@ def shares_dir(version: int, run_id: str) -> str:
 
 def share_key(version: int, run_id: str, rank: int) -> str:
     return f"{shares_dir(version, run_id)}/{rank:06d}.json"
+
+
+def scratch_dir(check_id: str) -> str:
+    """Where one store check (``wanrl-s3 doctor``, publish's first check) writes its probes."""
+    return f"{CHECKS_DIR}/scratch/{check_id}"
 
 
 def version_of_key(key: str) -> int | None:

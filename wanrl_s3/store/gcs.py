@@ -17,6 +17,8 @@ listed and aborted.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.client
 import os
 from collections.abc import Callable, Iterator
@@ -246,6 +248,16 @@ class GcsStore(MarkedUploads):
         return self._put(self._part_key(upload_id, part_number), data)
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        return self._join(key, upload_id, parts, None)
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str:
+        return self._join(key, upload_id, parts, 0)  # generation 0: only if absent
+
+    def _join(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], if_generation: int | None
+    ) -> str:
         self._check_upload(key, upload_id)
         sources = [self._part_key(upload_id, n) for n, _ in sorted(parts)]
         for round_number in range(64):  # 32**64 parts: never the limit
@@ -255,20 +267,45 @@ class GcsStore(MarkedUploads):
                 self._compose(f"{UPLOADS_PREFIX}{upload_id}/r{round_number}-{i:05d}", group)
                 for i, group in enumerate(_groups(sources, _COMPOSE_MAX))
             ]
-        etag = self._compose(key, sources)
+        etag = self._compose(key, sources, if_generation)
         self._mpu_abort(key, upload_id)  # the parts and the marker, now joined
         return etag
 
-    def _compose(self, dst_key: str, src_keys: list[str]) -> str:
+    def _compose(self, dst_key: str, src_keys: list[str], if_generation: int | None = None) -> str:
         dst = self._blob(dst_key)
         dst.content_type = "application/octet-stream"
         self._call(
             f"COMPOSE {dst_key}",
             lambda: dst.compose(
-                [self._blob(k) for k in src_keys], retry=None, timeout=self._timeout
+                [self._blob(k) for k in src_keys],
+                if_generation_match=if_generation,
+                retry=None,
+                timeout=self._timeout,
             ),
         )
         return _etag(dst.generation)
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
+        """The body with the MD5 of other bytes in its metadata, which GCS checks."""
+        blob = self._blob(key)
+        wrong = hashlib.md5(data + b"\0", usedforsecurity=False).digest()
+        blob.md5_hash = base64.b64encode(wrong).decode()
+        try:
+            self._call(
+                f"PUT {key}",
+                lambda: blob.upload_from_string(
+                    data,
+                    content_type="application/octet-stream",
+                    checksum=None,
+                    retry=None,
+                    timeout=self._timeout,
+                ),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, gx.BadRequest):
+                return True
+            raise
+        return False
 
     def _discard_parts(self, key: str, upload_id: str) -> None:
         staged = [o.key for o in self._list_all(f"{UPLOADS_PREFIX}{upload_id}/")]

@@ -1,7 +1,7 @@
 """``python -m wanrl_s3.testing``: a local S3 endpoint and synthetic policies, for trying
 wanrl-s3 on one machine with nothing else (docs/quickstart.md, "Try it on this machine").
 
-    python -m wanrl_s3.testing serve-s3 --port 9000 --bucket demo   # until Ctrl-C
+    python -m wanrl_s3.testing serve-s3 --port 9000 --bucket demo   # SeaweedFS, until Ctrl-C
     python -m wanrl_s3.testing wait-s3 http://127.0.0.1:9000          # until it answers
     python -m wanrl_s3.testing make-policy v1.safetensors --params 2e6
     python -m wanrl_s3.testing make-policy v2.safetensors --next-of v1.safetensors
@@ -38,14 +38,31 @@ def _serve(args: argparse.Namespace) -> int:
 def _wait(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout_s
     while time.monotonic() < deadline:
+        if _answers(args.endpoint, args.bucket):
+            return 0
+        time.sleep(0.2)
+    what = f"bucket {args.bucket!r} at {args.endpoint}" if args.bucket else args.endpoint
+    raise UsageError(f"{what} did not answer within {args.timeout_s:g} s")
+
+
+def _answers(endpoint: str, bucket: str | None) -> bool:
+    """The endpoint answers at all; with ``bucket``, that bucket exists (a signed HEAD)."""
+    if bucket is None:
         try:
-            with urllib.request.urlopen(args.endpoint, timeout=2):  # noqa: S310 (a local URL)
-                return 0
+            with urllib.request.urlopen(endpoint, timeout=2):  # noqa: S310 (a local URL)
+                return True
         except urllib.error.HTTPError:
-            return 0  # it answered
+            return True  # it answered
         except OSError:
-            time.sleep(0.2)
-    raise UsageError(f"{args.endpoint} did not answer within {args.timeout_s:g} s")
+            return False
+    import boto3
+    import botocore.exceptions
+
+    try:
+        boto3.client("s3", endpoint_url=endpoint).head_bucket(Bucket=bucket)
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+        return False
+    return True
 
 
 def _policy(args: argparse.Namespace) -> int:
@@ -70,10 +87,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     s = sub.add_parser(
         "serve-s3",
-        help="moto's S3 server on 127.0.0.1 until interrupted",
+        help="a SeaweedFS S3 server on 127.0.0.1 until interrupted (data in a temporary "
+        "folder, removed on exit; keys: AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing)",
         formatter_class=HelpFormatter,
     )
-    s.add_argument("--port", type=int, default=9000, metavar="PORT", help="TCP port to listen on")
+    s.add_argument(
+        "--port",
+        type=int,
+        default=9000,
+        metavar="PORT",
+        help="its S3 port; port + 10000 is taken too (gRPC)",
+    )
     s.add_argument(
         "--bucket",
         action="append",
@@ -86,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         "wait-s3", help="wait until an endpoint answers", formatter_class=HelpFormatter
     )
     w.add_argument("endpoint", metavar="URL", help="e.g. http://127.0.0.1:9000")
+    w.add_argument(
+        "--bucket", default=None, metavar="NAME", help="wait until this bucket exists too"
+    )
     w.add_argument(
         "--timeout-s",
         type=float,

@@ -2,7 +2,7 @@
 
 The cross-process test is the issue's acceptance test: a trainer-side engine
 here, a rollout-side engine in another process (built like verl's
-CheckpointEngineWorker builds it), the moto S3 server between them over HTTP.
+CheckpointEngineWorker builds it), the SeaweedFS S3 server between them over HTTP.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .engines import MODULE, expected, new_engine, publish, send
 CHILD = "tests.integrations.verl.rollout_child"
 
 
-def test_trainer_and_rollout_engines_in_two_processes_through_moto(
+def test_trainer_and_rollout_engines_in_two_processes_through_s3(
     engine_kwargs: dict[str, Any],
 ) -> None:
     trainer = new_engine(is_master=True, **engine_kwargs)
@@ -177,17 +177,17 @@ async def _collect(agen: Any) -> list[Any]:
 
 
 def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
     from wanrl_s3.testing import make_bucket
     from wanrl_s3_verl.config import FilterSettings
 
-    buckets = {name: make_bucket(moto_endpoint) for name in ("east", "west")}
+    buckets = {name: make_bucket(s3_endpoint) for name in ("east", "west")}
     regions = tmp_path / "regions.toml"
     regions.write_text(
         'primary = "east"\nmode = "fanout"\n'
         + "".join(
-            f'[regions.{name}]\nurl = "s3://{bucket}/run"\nendpoint_url = "{moto_endpoint}"\n'
+            f'[regions.{name}]\nurl = "s3://{bucket}/run"\nendpoint_url = "{s3_endpoint}"\n'
             for name, bucket in buckets.items()
         )
     )
@@ -203,7 +203,7 @@ def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
     finally:
         rollout.close()
     # the worker reported to its own region; the sampler reads every region
-    west = open_store(f"s3://{buckets['west']}/run", endpoint_url=moto_endpoint)
+    west = open_store(f"s3://{buckets['west']}/run", endpoint_url=s3_endpoint)
     assert [i.key for i in west.list("workers/")] == [f"workers/{rollout.rollout.worker_id}.json"]
     versions = FilterSettings.from_mapping({"regions": str(regions)}).version_map()
     assert versions is not None and versions.true_version(0) == 0
