@@ -183,8 +183,11 @@ def chain_times_s(run: Run, payload_bytes: int, delta: bool) -> list[float]:
         for index in chain:
             w = fleet.workers[index]
             ready = hop(ready, send_mbps, (send_rtt_s + w.rtt_s) / 2, index)
-            env.process(_install(env, ready[-1], fetch.install_s(w, run.snapshot_bytes / 1e9,
-                                                                   delta), done, index))
+            env.process(
+                _install(
+                    env, ready[-1], fetch.install_s(w, run.snapshot_bytes / 1e9, delta), done, index
+                )
+            )
             send_mbps, send_rtt_s = w.uplink_mbps, w.rtt_s
     env.run()
     return done

@@ -106,13 +106,29 @@ class SimConfig:
             raise UsageError("the first version must be a keyframe (kind 'full')")
         if self.route not in ROUTES:
             raise UsageError(f"route must be one of {', '.join(ROUTES)}, got {self.route!r}")
-        for name in ("cadence_s", "window_s", "trainer_uplink_mbps", "relay_poll_s",
-                     "relay_mbps", "edge_fill_mbps", "restart_s", "tail_s", "read_limit_per_s"):
+        for name in (
+            "cadence_s",
+            "window_s",
+            "trainer_uplink_mbps",
+            "relay_poll_s",
+            "relay_mbps",
+            "edge_fill_mbps",
+            "restart_s",
+            "tail_s",
+            "read_limit_per_s",
+        ):
             _positive(name, getattr(self, name))  # fmt: skip
         for name in ("start_jitter_s", "trainer_rtt_s", "edge_rtt_ms", "crash_per_hour"):
             _positive(name, getattr(self, name), allow_zero=True)
-        for name in ("retry_attempts", "concurrency", "request_bytes", "batch_requests",
-                     "payload_prefixes", "cdn_edges", "snapshot_bytes"):
+        for name in (
+            "retry_attempts",
+            "concurrency",
+            "request_bytes",
+            "batch_requests",
+            "payload_prefixes",
+            "cdn_edges",
+            "snapshot_bytes",
+        ):
             value = getattr(self, name)  # fmt: skip
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{name} must be an integer >= 1, got {value!r}")

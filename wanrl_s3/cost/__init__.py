@@ -57,8 +57,26 @@ from .gpu import (
 )
 from .inputs import TOPOLOGIES, PlanInputs
 from .plan import Plan, TopologyEstimate, estimate, evaluate
-from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
+from .prices import (
+    CdnPrices,
+    PriceBook,
+    Provenance,
+    RequestLimits,
+    StoragePrices,
+    load_prices,
+    parse_prices,
+)
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .requests import (
+    READ_REQUEST_MB,
+    ReadRates,
+    RequestLoad,
+    payload_reads,
+    polls_per_month,
+    read_rates,
+    request_load,
+    request_loads,
+)
 from .timing import size_fleet
 from .topology import (
     chain_count,
@@ -73,6 +91,7 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "READ_REQUEST_MB",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "TYPICAL_FULL_RATIO",
@@ -84,6 +103,9 @@ __all__ = [
     "PlanInputs",
     "PriceBook",
     "Provenance",
+    "ReadRates",
+    "RequestLimits",
+    "RequestLoad",
     "RunPricing",
     "StalenessBudget",
     "StoragePrices",
@@ -121,6 +143,11 @@ __all__ = [
     "parse_fleet",
     "parse_prices",
     "payload_gb",
+    "payload_reads",
+    "polls_per_month",
+    "read_rates",
+    "request_load",
+    "request_loads",
     "requests_usd",
     "required_pool_rollouts_per_s",
     "run_rates",
