@@ -240,9 +240,7 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     prices = load_prices(args.prices)
     prices.provider(inputs.provider)  # fail on a bad name before any arithmetic
     plan = estimate(inputs, prices)
-    request_lines, request_warnings, requests = request_report(
-        plan, prices, args.read_limit_per_s
-    )
+    request_lines, request_warnings, requests = request_report(plan, prices, args.read_limit_per_s)
     stale = stale_warning(prices, plan.price_entries, today or date.today())
     for warning in (*plan.warnings, *request_warnings, *filter(None, [stale])):
         print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
