@@ -7,8 +7,9 @@ the commit to its install. Each part, and what it is modelled on:
   for ``bucket`` and ``cdn``, the primary's only for ``relay``), stamps the manifest,
   then commits (three requests at ``trainer_rtt_s``: manifest create, LATEST read,
   LATEST compare-and-swap), as ``TrainerUplink`` in the planner.
-* **regions**: a bucket each, with a base prefix (LATEST, manifests, listings) and
-  ``payload_prefixes`` prefixes for payload objects, each rate-limited
+* **regions**: a bucket each, every key under one rate-limited prefix (LATEST,
+  manifests, listings, payload: today's layout), or with ``payload_prefixes`` K > 1 the
+  payload objects spread over K more prefixes, each with its own limit
   (:mod:`fleet_sim_store`). ``relay``: a replica sees a version after its relay's
   poll (``relay_poll_s``, jittered), copies the payload at ``relay_mbps`` and
   commits; ``cdn``: ``cdn_edges`` edges per region each fill a version from the
@@ -98,6 +99,7 @@ class SimConfig:
     crash_per_hour: float = 0.0
     restart_s: float = 60.0
     replace_share: float = 0.0
+    start_held: bool = False  # workers start holding the keyframe (a warm fleet: deltas only)
     seed: int = 0
     tail_s: float = 4 * 3600.0
 
@@ -188,8 +190,9 @@ class Outcome:
     counters: dict[str, Counters]  # by kind: "full", "delta"
     started_s: dict[int, float] = field(default_factory=dict)  # the trainer's upload began
     seen_s: dict[int, list[float]] = field(default_factory=dict)  # its poll reached the bucket
-    inter_region_bytes: float = 0.0
-    put_requests: int = 0
+    fetched: dict[int, int] = field(default_factory=dict)  # version -> fetches that read it
+    inter_region_bytes: dict[str, float] = field(default_factory=dict)  # by kind
+    put_requests: dict[str, int] = field(default_factory=dict)  # by kind
     end_s: float = 0.0
 
     def t_bcast_s(self, version: int, since: str = "stamp") -> list[float]:
@@ -220,7 +223,8 @@ class FleetSim:
         for i, link in enumerate(links.workers):
             r = names.index(link.region)
             goodput = link.downlink_mbps * 1e6 / 8 * config.fetch.goodput_share
-            self.workers.append(Worker(i, link, r, goodput))
+            held = config.versions[0].number if config.start_held else 0
+            self.workers.append(Worker(i, link, r, goodput, held=held, want=held))
             self.regions[r].workers.append(i)
         for region in self.regions:  # LATEST polls between publications: a steady load
             region.base.background_per_s = len(region.workers) / config.watch.poll_interval_s
@@ -229,14 +233,19 @@ class FleetSim:
         self.seen = {v.number: [INF] * n for v in config.versions}
         self.alive_at: dict[int, list[bool]] = {}
         self.stamps: dict[int, float] = {}
+        self.inter_region = {"full": 0.0, "delta": 0.0}
+        self.puts = {"full": 0, "delta": 0}
         self.out = Outcome(config, links, names, self.stamps, self.alive_at, self.installed,
                            self.regions, self.counters, seen_s=self.seen)  # fmt: skip
 
     def _region(self, name: str) -> Region:
         c = self.cfg
         limit, w = c.read_limit_per_s, c.window_s
+        base = Prefix(f"{name}/base", limit, w)
+        if c.payload_prefixes == 1:  # today's layout: LATEST, manifests, payload in one prefix
+            return Region(name, base, [base])
         payload = [Prefix(f"{name}/p{k}", limit, w) for k in range(c.payload_prefixes)]
-        return Region(name, Prefix(f"{name}/base", limit, w), payload)
+        return Region(name, base, payload)
 
     # -- running ------------------------------------------------------------------------
     def run(self) -> Outcome:
@@ -248,6 +257,7 @@ class FleetSim:
         last = len(self.cfg.versions) - 1
         self.env.run(until=last * self.cfg.cadence_s + self.cfg.tail_s)
         self.out.end_s = self.env.now
+        self.out.inter_region_bytes, self.out.put_requests = self.inter_region, self.puts
         return self.out
 
     def _upload_s(self, nbytes: float, copies: int) -> float:
@@ -263,17 +273,15 @@ class FleetSim:
             self.stamps[v.number] = env.now
             self.alive_at[v.number] = [w.alive for w in self.workers]
             objects = math.ceil(max(1, v.stored_bytes) / OBJECT_BYTES)
-            self.out.put_requests += copies * (objects + 2)
+            self.puts[v.kind] += copies * (objects + 2)
             visible = env.now + COMMIT_REQUESTS * c.trainer_rtt_s
             targets = range(len(self.regions)) if copies > 1 else [0]
             for r in targets:
                 self.env.process(self._announce(v.number, r, visible))
+            self.inter_region[v.kind] += v.stored_bytes * (len(self.regions) - 1)
             if c.route == "relay":
-                self.out.inter_region_bytes += v.stored_bytes * (len(self.regions) - 1)
                 for r in range(1, len(self.regions)):
                     self.env.process(self._relay(v, r, visible))
-            elif copies > 1:
-                self.out.inter_region_bytes += v.stored_bytes * (copies - 1)
 
     def _relay(self, v: Version, region: int, visible_s: float):
         """Copy mode: the replica's relay sees the commit at its next poll, copies, commits."""
@@ -283,7 +291,7 @@ class FleetSim:
         commit_s = 2 * c.trainer_rtt_s + COMMIT_REQUESTS * c.trainer_rtt_s  # read, list; commit
         yield self.env.timeout(visible_s - self.env.now + self.rng.uniform(0, poll))
         yield self.env.timeout(copy_s + commit_s)
-        self.out.put_requests += math.ceil(max(1, v.stored_bytes) / OBJECT_BYTES) + 2
+        self.puts[v.kind] += math.ceil(max(1, v.stored_bytes) / OBJECT_BYTES) + 2
         yield from self._announce(v.number, region, self.env.now)
 
     # -- seeing a version ----------------------------------------------------------------
@@ -313,7 +321,7 @@ class FleetSim:
             if w.epoch != epoch or not w.alive or w.want >= version:
                 continue
             if region.base.admit_poll(env.now, self.rng):
-                ctr.get += 1
+                ctr.poll_gets += 1
                 self.seen[version][i] = min(self.seen[version][i], env.now)
                 self._see(w, version, env.now + w.rtt_s / 2)
                 continue
@@ -370,7 +378,7 @@ class FleetSim:
         w.alive, w.want, w.failures = True, w.held, 0
         region = self.regions[w.region]
         newest = max(region.visible_s, default=0)
-        self.counters["delta"].get += 1  # the poll at start
+        self.counters["delta"].poll_gets += 1  # the poll at start
         self._see(w, newest, self.env.now + w.rtt_s)
 
     def _churn(self, w: Worker):
@@ -410,6 +418,8 @@ class FleetSim:
         for v in range(w.held + 1, target + 1):
             if v in self.installed and self.installed[v][w.index] == INF:
                 self.installed[v][w.index] = env.now
+        for v in versions:
+            self.out.fetched[v] = self.out.fetched.get(v, 0) + 1
         w.held = target
 
     def _call(self, w: Worker, prefix: Prefix | None, ctr: Counters, listing: bool = False):
@@ -454,22 +464,31 @@ class FleetSim:
             yield first, n, nbytes
 
     def _payload(self, w: Worker, prefixes: list[Prefix], total_bytes: int, ctr: Counters):
-        """The payload's ranged GETs: the first ``concurrency`` at once, then one each time a
-        part completes, so after the first byte the link never idles (the planner's one
-        payload round trip). Refused requests wait and ask again; bytes a failed fetch
-        downloaded are counted as wasted."""
+        """The payload's ranged GETs as the reader makes them: ``concurrency`` at once, then
+        each time a part lands the next one, so GET j goes out when part j - concurrency
+        is in. While ``concurrency`` parts cover a round trip the link never idles after
+        the first byte (the planner's one payload round trip), whatever the batch size.
+        Refused requests wait and ask again (the link idles meanwhile); bytes of a fetch
+        that fails are counted as wasted."""
         env, rate, c = self.env, w.goodput_bytes_per_s, self.cfg
+        part_s = c.request_bytes / rate
         start = env.now
-        link_free, issue = start + w.rtt_s, start
+        base = link_free = start + w.rtt_s  # part m lands at base + (m + 1) * part_s
+
+        def landed(m: int) -> float:
+            return base + (m + 1) * part_s
+
         turn, got_total = self.rng.randrange(len(prefixes)), 0.0
         try:
             for first, n, nbytes in self._batches(total_bytes):
-                burst = first < c.concurrency  # issued at once, at the start
-                yield env.timeout(max(0.0, (start if burst else issue) - env.now))
+                lead = first - c.concurrency
+                t_a = start if lead < 0 else landed(lead)
+                t_b = start if lead + n - 1 < 0 else landed(lead + n - 1)
+                yield env.timeout(max(0.0, t_a - env.now))
                 pending, pending_bytes, attempt = n, nbytes, 1
                 while pending:
                     t0 = env.now + w.rtt_s / 2
-                    span = 0.0 if burst and attempt == 1 else pending_bytes / rate
+                    span = t_b - t_a if attempt == 1 else pending_bytes / rate
                     admitted = 0
                     for k, share in enumerate(_split(pending, len(prefixes))):
                         prefix = prefixes[(turn + k) % len(prefixes)]
@@ -483,7 +502,7 @@ class FleetSim:
                     if pending:
                         yield env.timeout(w.rtt_s)  # the 503s come back
                         attempt = yield from self._refused(attempt, pending, ctr)
-                issue = max(env.now, link_free - w.rtt_s)
+                base = max(base, link_free - (first + n) * part_s)  # delays move later parts
             yield env.timeout(max(0.0, link_free - env.now))
         except (CallFailed, simpy.Interrupt):
             ctr.wasted_bytes += got_total

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 INF = math.inf
 
 
-@dataclass
+@dataclass(eq=False)  # compared and hashed by identity: one region may list it twice
 class Prefix:
     """One rate-limited prefix of one region's bucket: its windows, and what it served."""
 
@@ -130,7 +130,8 @@ class Counters:
     A fetch counts under the kind it starts from: "full" (a keyframe: the fleet's
     start, a host that joins holding nothing) or "delta"."""
 
-    get: int = 0  # GETs the bucket served: polls that saw a version, manifests, payload
+    get: int = 0  # GETs the bucket served: manifests, payload, edge fills
+    poll_gets: int = 0  # polls that saw a version (part of the steady poll load, billed there)
     listing: int = 0
     edge_requests: int = 0  # GETs a CDN edge served (manifests and payload)
     slowdowns: int = 0

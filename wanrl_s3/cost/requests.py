@@ -11,9 +11,11 @@ fleet file places them), for one version:
 * **polls**: every worker reads LATEST once per poll interval P: ``N / P`` a
   second, all the time, on one key.
 * **the burst**: workers see a new LATEST spread over one poll interval (their polls
-  are jittered and out of phase); each then makes a listing, a manifest GET and its
-  first ``concurrency`` ranged GETs at once: ``N / P x (2 + min(n, c))`` a second,
-  n being the payload over the reader's request size.
+  are jittered and out of phase), so ``N / P`` of them a second, each then making a
+  listing, a manifest GET and its first ``concurrency`` ranged GETs at once: m = 2 +
+  min(n, c) reads, n being the payload over the reader's request size. The busiest
+  second, not the mean one: workers arrive at random (Poisson), so ``m (N / P + 2
+  sqrt(N / P))``, two standard deviations over the mean.
 * **the rest of the payload**: one GET each time a part lands, so at most the
   worker's goodput over the request size, and no more than its other ``n - c``
   GETs spread over the poll interval: ``sum of min(r_i, (n - c) / P)``.
@@ -91,7 +93,9 @@ def read_rates(
         min(require_positive("downlink_mbps", d) * GOODPUT_SHARE * 1e6 / 8 / request_bytes, rest)
         for d in downlinks_mbps
     )
-    return ReadRates(polls, workers * (METADATA_READS + first) / poll_interval_s, stream)
+    arrivals_per_s = workers / poll_interval_s
+    burst = (METADATA_READS + first) * (arrivals_per_s + 2 * math.sqrt(arrivals_per_s))
+    return ReadRates(polls, burst, stream)
 
 
 def polls_per_month(workers: int, poll_interval_s: float) -> float:
