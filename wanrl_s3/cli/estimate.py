@@ -247,8 +247,7 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     if args.json:  # the table first: a plot that cannot be written must not lose it
         print(json.dumps({**plan.to_dict(), "requests": requests}, indent=2))
     else:
-        print(render_text(plan, prices))
-        print("\n".join(["", *request_lines]))
+        print(render_text(plan, prices, request_lines))
     if args.plot:
         from .estimate_plot import plot_plan
 

@@ -37,6 +37,11 @@ def _loads(plan: Plan, prices: PriceBook, limit: float | None) -> tuple[RequestL
     return request_loads(plan.inputs, rows, prices, limit)
 
 
+def _per_s(value: float) -> str:
+    """A rate to a person: whole numbers from 10 up, two significant digits below."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def _cdn_peak(loads: tuple[RequestLoad, ...]) -> float | None:
     return next((x.rates.peak_per_s for x in loads if x.topology in CDN_ROWS), None)
 
@@ -73,13 +78,13 @@ def request_report(
         mark = "  OVER" if x.over else ""
         r = x.rates
         lines.append(
-            f"  {LABELS[x.topology]:<20} {r.peak_per_s:>9,.0f}/s  (LATEST polls "
-            f"{r.polls_per_s:,.0f}/s, fetches {r.burst_per_s + r.stream_per_s:,.0f}/s; "
+            f"  {LABELS[x.topology]:<20} {_per_s(r.peak_per_s):>9}/s  (LATEST polls "
+            f"{_per_s(r.polls_per_s)}/s, fetches {_per_s(r.burst_per_s + r.stream_per_s)}/s; "
             f"{x.workers_per_bucket:,} workers){mark}"
         )
     lines.append(
         f"LATEST polls: {polls['workers']:,} workers every {plan.inputs.poll_interval_s:g} s = "
-        f"{polls['per_s']:,.0f}/s, {polls['per_month']:,.0f} a month, "
+        f"{_per_s(polls['per_s'])}/s, {polls['per_month']:,.0f} a month, "
         f"${polls['usd_per_month']:,.2f} a month (conditional GETs, billed as GETs)"
     )
     doc = {
