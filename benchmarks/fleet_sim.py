@@ -174,8 +174,10 @@ def sim_config(args: argparse.Namespace, route: str) -> SimConfig:
 
 def timeline(outcome: Any) -> dict[str, Any]:
     """Each prefix's offered requests per second, window by window, and every commit."""
+    limit = outcome.config.read_limit_per_s
     return {
         "window_s": outcome.config.window_s,
+        "limit_per_s": None if math.isinf(limit) else limit,
         "stamps_s": {str(v): t for v, t in outcome.stamps_s.items()},
         "offered_per_s": {
             p.name: p.offered_per_s(outcome.end_s)
