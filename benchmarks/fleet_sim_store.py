@@ -4,10 +4,10 @@ A prefix admits at most ``limit_per_s * window_s`` read requests in each fixed w
 of ``window_s`` (1 s by default: the providers document their limits per second) and
 answers the rest 503 SlowDown, as a rate-limiting proxy does. Two kinds of load:
 
-* **background**: the fleet's LATEST polls between publications, a steady rate
-  (workers / poll interval) that is not simulated poll by poll; it takes its share of
-  every window first, and whatever of it exceeds the window's capacity is counted as
-  SlowDowns.
+* **background**: the fleet's LATEST polls, a steady rate (workers / poll interval)
+  that is not simulated poll by poll; it takes its share of every window first, and
+  whatever of it exceeds the window's capacity is counted as SlowDowns. The one poll
+  per worker that sees a new version is drawn from it (:meth:`Prefix.admit_poll`).
 * **discrete requests**: the polls that see a new version, listings, manifests and
   payload GETs. A group of ``n`` requests issued over ``[t0, t1]`` (a batch of parts
   is issued one part at a time, as the previous ones complete) is spread over the
@@ -82,19 +82,18 @@ class Prefix:
         return admitted
 
     def admit_poll(self, t_s: float, rng: random.Random) -> bool:
-        """One poll that would see a new version: admitted if its window has room; in a
-        window the background polls already overfill, with their share of the capacity."""
+        """One poll that would see a new version: one of the background polls, so it is
+        not counted again; it gets through with the window's share of its capacity,
+        capacity / (background + discrete requests offered), at most certainly."""
         index = int(t_s / self.window_s)
         self._grow(index)
-        self.offered[index] += 1
-        ok = self.limit_per_s == INF or self._left(index) >= 1
-        if not ok and self.background > self.capacity:
-            ok = rng.random() < self.capacity / (self.background + self.offered[index])
-        if ok:
-            self.admitted[index] += 1
-        else:
-            self.discrete_slowdowns += 1
-        return ok
+        offered = self.background + self.offered[index]
+        if self.limit_per_s == INF or offered <= self.capacity:
+            return True
+        if rng.random() < self.capacity / offered:
+            return True
+        self.discrete_slowdowns += 1
+        return False
 
     # -- what it saw ----------------------------------------------------------------
     def windows(self, until_s: float) -> int:

@@ -83,8 +83,10 @@ def read_rates(
     require_int("concurrency", concurrency)
     workers = len(downlinks_mbps)
     polls = workers / poll_interval_s
+    arrivals_per_s = workers / poll_interval_s
+    busiest_s = arrivals_per_s + 2 * math.sqrt(arrivals_per_s)  # workers starting, at most
     if cdn:  # the edges serve manifests and payload; each worker still lists the version
-        return ReadRates(polls, workers / poll_interval_s, 0.0)
+        return ReadRates(polls, busiest_s, 0.0)
     n = payload_reads(payload_gb)
     first = min(n, concurrency)
     rest = (n - first) / poll_interval_s
@@ -93,9 +95,7 @@ def read_rates(
         min(require_positive("downlink_mbps", d) * GOODPUT_SHARE * 1e6 / 8 / request_bytes, rest)
         for d in downlinks_mbps
     )
-    arrivals_per_s = workers / poll_interval_s
-    burst = (METADATA_READS + first) * (arrivals_per_s + 2 * math.sqrt(arrivals_per_s))
-    return ReadRates(polls, burst, stream)
+    return ReadRates(polls, (METADATA_READS + first) * busiest_s, stream)
 
 
 def polls_per_month(workers: int, poll_interval_s: float) -> float:
