@@ -27,7 +27,8 @@ COLORS = {"bucket": "tab:blue", "cdn": "tab:green", "relay": "tab:orange"}
 def plot_t90(out: Path, runs: list[Path]) -> None:
     reports = sorted((json.loads(p.read_text()) for p in runs), key=lambda r: r["inputs"]["hosts"])
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-    for ax, kind, title in ((axes[0], "full", "keyframe"), (axes[1], "delta_steady", "1 % delta")):
+    panels = ((axes[0], "full", "keyframe"), (axes[1], "delta_steady", "1 % delta, steady"))
+    for ax, kind, title in panels:
         for route, color in COLORS.items():
             sizes = [r["inputs"]["workers"] for r in reports if route in r["routes"]]
             sim = [r["routes"][route]["t_bcast_s"][kind]["p90"] for r in reports
