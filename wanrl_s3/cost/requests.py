@@ -33,6 +33,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import UsageError
 from ..units import require_int, require_positive
 from .egress import SECONDS_PER_MONTH
 from .fleet import GOODPUT_SHARE
@@ -169,7 +170,7 @@ def request_load(
     prefix, a private store); with neither, nothing is checked.
     """
     if topology not in BUCKET_ROWS:
-        raise ValueError(f"{topology!r} reads no bucket")
+        raise UsageError(f"{topology!r} reads no bucket: one of {', '.join(BUCKET_ROWS)}")
     downlinks = bucket_downlinks(inputs, workers)
     payload_gb = inputs.delta_row_gb if topology in DELTA_ROWS else inputs.full_gb
     cdn = topology in CDN_ROWS
