@@ -7,7 +7,8 @@ A discrete-event simulation (SimPy) of one trainer publishing a keyframe and
 ``--deltas`` deltas to a fleet of ``--workers`` rollout workers spread over
 ``--regions`` regional buckets, by route: ``bucket`` (the trainer writes every
 region), ``relay`` (it writes the primary; a relay copies to each replica) and
-``cdn`` (every region's bucket behind CDN edges). The model (benchmarks/
+``cdn`` (every region's bucket behind CDN edges); ``--route replicate`` (the
+provider's bucket replication, ``--replication-lag-s``) on request. The model (benchmarks/
 fleet_sim_model.py) follows the code: the poll loop and its jitter (``WatchConfig``),
 the fetch's requests in sequence, ranged GETs with ``concurrency`` in flight, the
 retry policy (``RetryPolicy``) against prefixes that answer 503 past
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from fleet_sim_calibrate import load_run, predict
-from fleet_sim_model import ROUTES, FleetSim, SimConfig, Version
+from fleet_sim_model import MAIN_ROUTES, ROUTES, FleetSim, SimConfig, Version
 from fleet_sim_report import print_table, route_report
 
 from wanrl_s3 import UsageError, WatchConfig
@@ -108,6 +109,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--window-s", type=POSITIVE, default=1.0, help="rate-limit window")
     g.add_argument("--relay-poll-s", type=POSITIVE, default=5.0)
     g.add_argument("--relay-mbps", type=POSITIVE, default=5000.0)
+    g.add_argument("--replication-lag-s", type=NON_NEGATIVE, default=10.0, help="replicate")
     g.add_argument("--cdn-edges", type=COUNT, default=8, help="per region")
     g.add_argument("--edge-fill-mbps", type=POSITIVE, default=5000.0)
     g.add_argument("--seed", type=_number(0, above=False, integer=True), default=0)
@@ -166,7 +168,8 @@ def sim_config(args: argparse.Namespace, route: str) -> SimConfig:
         read_limit_per_s=limit, window_s=args.window_s, payload_prefixes=args.payload_prefixes,
         start_jitter_s=args.start_jitter_s, trainer_uplink_mbps=args.trainer_uplink_gbps * 1000,
         trainer_rtt_s=args.trainer_rtt_ms / 1000, relay_poll_s=args.relay_poll_s,
-        relay_mbps=args.relay_mbps, cdn_edges=args.cdn_edges, edge_fill_mbps=args.edge_fill_mbps,
+        relay_mbps=args.relay_mbps, replication_lag_s=args.replication_lag_s,
+        cdn_edges=args.cdn_edges, edge_fill_mbps=args.edge_fill_mbps,
         crash_per_hour=args.crash_per_hour, restart_s=args.restart_s,
         replace_share=args.replace_share, start_held=args.start_held, seed=args.seed,
     )  # fmt: skip
@@ -191,7 +194,7 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
     links = draw_links(args)
     prices = load_prices(args.prices)
     prices.provider(args.provider)
-    routes = ROUTES if args.route == "all" else (args.route,)
+    routes = MAIN_ROUTES if args.route == "all" else (args.route,)
     report: dict[str, Any] = {"routes": {}, "timelines": {}}
     for route in routes:
         config = sim_config(args, route)

@@ -7,7 +7,9 @@ the commit to its install. Each part, and what it is modelled on:
   for ``bucket`` and ``cdn``, the primary's only for ``relay``), stamps the manifest,
   then commits (three requests at ``trainer_rtt_s``: manifest create, LATEST read,
   LATEST compare-and-swap), as ``TrainerUplink`` in the planner.
-* **regions**: a bucket each, every key under one rate-limited prefix (LATEST,
+* **regions** (``replicate``: the trainer writes the primary and the provider's
+  replication shows each version in a replica after ``replication_lag_s``, 0.5-1.5x
+  drawn per copy): a bucket each, every key under one rate-limited prefix (LATEST,
   manifests, listings, payload: today's layout), or with ``payload_prefixes`` K > 1 the
   payload objects spread over K more prefixes, each with its own limit
   (:mod:`fleet_sim_store`). ``relay``: a replica sees a version after its relay's
@@ -54,7 +56,9 @@ READ_REQUEST_BYTES = 8 * MiB
 OBJECT_BYTES = 64 * MiB
 #: The commit's requests after the payload: manifest create, LATEST read, LATEST swap.
 COMMIT_REQUESTS = 3
-ROUTES = ("bucket", "cdn", "relay")
+ROUTES = ("bucket", "cdn", "relay", "replicate")
+#: What ``--route all`` runs: the trainer writing every region, behind a CDN, or a relay.
+MAIN_ROUTES = ROUTES[:3]
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,7 @@ class SimConfig:
     trainer_rtt_s: float = 0.05
     relay_poll_s: float = 5.0
     relay_mbps: float = 5_000.0
+    replication_lag_s: float = 10.0  # the provider's bucket replication: mean, per copy
     cdn_edges: int = 8
     edge_fill_mbps: float = 5_000.0
     edge_rtt_ms: float = 20.0
@@ -120,7 +125,8 @@ class SimConfig:
             "read_limit_per_s",
         ):
             _positive(name, getattr(self, name))  # fmt: skip
-        for name in ("start_jitter_s", "trainer_rtt_s", "edge_rtt_ms", "crash_per_hour"):
+        for name in ("start_jitter_s", "trainer_rtt_s", "edge_rtt_ms", "crash_per_hour",
+                     "replication_lag_s"):  # fmt: skip
             _positive(name, getattr(self, name), allow_zero=True)
         for name in (
             "retry_attempts",
@@ -265,7 +271,7 @@ class FleetSim:
 
     def _trainer(self) -> Generator[simpy.Event, None, None]:
         c, env = self.cfg, self.env
-        copies = 1 if c.route == "relay" else len(self.regions)
+        copies = 1 if c.route in ("relay", "replicate") else len(self.regions)
         for i, v in enumerate(c.versions):
             yield env.timeout(max(0.0, i * c.cadence_s - env.now))
             self.out.started_s[v.number] = env.now
@@ -279,9 +285,12 @@ class FleetSim:
             for r in targets:
                 self.env.process(self._announce(v.number, r, visible))
             self.inter_region[v.kind] += v.stored_bytes * (len(self.regions) - 1)
-            if c.route == "relay":
-                for r in range(1, len(self.regions)):
+            for r in range(1, len(self.regions) if copies == 1 else 0):
+                if c.route == "relay":
                     self.env.process(self._relay(v, r, visible))
+                else:  # the provider replicates each object; the replica shows it after a lag
+                    lag = c.replication_lag_s * self.rng.uniform(0.5, 1.5)
+                    self.env.process(self._announce(v.number, r, visible + lag))
 
     def _relay(self, v: Version, region: int, visible_s: float):
         """Copy mode: the replica's relay sees the commit at its next poll, copies, commits."""

@@ -202,11 +202,13 @@ def plan_inputs(links: FleetLinks, cfg: SimConfig, provider: str) -> PlanInputs:
     full, delta = cfg.versions[0].stored_bytes, _delta_bytes(cfg)
     t_train_s = cfg.cadence_s / KAPPA
     regions = len({w.region for w in links.workers})
-    relay_lag_s = (
-        cfg.relay_poll_s / 2
-        + delta * 8 / (cfg.relay_mbps * 1e6)
-        + (2 + COMMIT_REQUESTS) * cfg.trainer_rtt_s
-    )
+    lag_s = cfg.replication_lag_s
+    if cfg.route == "relay":  # its poll, the copy, its reads and the commit
+        lag_s = (
+            cfg.relay_poll_s / 2
+            + delta * 8 / (cfg.relay_mbps * 1e6)
+            + (2 + COMMIT_REQUESTS) * cfg.trainer_rtt_s
+        )
     return PlanInputs(
         params=cfg.snapshot_bytes / 2,
         t_train_s=t_train_s,
@@ -219,8 +221,8 @@ def plan_inputs(links: FleetLinks, cfg: SimConfig, provider: str) -> PlanInputs:
         poll_interval_s=cfg.watch.poll_interval_s,
         install_mb_per_s=cfg.fetch.install_mb_per_s,
         regions=regions,
-        replicate=cfg.route == "relay",
-        replication_lag_s=relay_lag_s if regions > 1 else 0.0,
+        replicate=cfg.route in ("relay", "replicate"),
+        replication_lag_s=lag_s if regions > 1 else 0.0,
         trainer_uplink_gbps=cfg.trainer_uplink_mbps / 1000,
         trainer_rtt_s=cfg.trainer_rtt_s,
         provider=provider,
@@ -240,7 +242,7 @@ def planner(links: FleetLinks, cfg: SimConfig, prices: PriceBook, provider: str)
     """The closed-form planner's figures for the same inputs (see the module doc)."""
     inputs = plan_inputs(links, cfg, provider)
     prefix = "cdn" if cfg.route == "cdn" else "object_storage"
-    copies = 1 if cfg.route == "relay" else inputs.regions
+    copies = 1 if inputs.replicate else inputs.regions
     uplink = TrainerUplink(1, cfg.trainer_uplink_mbps / 1000, cfg.trainer_rtt_s)
     lag = inputs.replication_lag_s if inputs.replicate else 0.0
     result: dict[str, Any] = {}

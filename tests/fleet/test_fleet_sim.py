@@ -168,3 +168,30 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.parametrize("route", ["replicate", "relay"])
+def test_a_replica_region_sees_a_version_after_its_lag(route: str) -> None:
+    """The primary's workers see a version within a poll gap of its commit; a replica's
+    only after the provider's replication (100 s, drawn 0.5-1.5x) or the relay's poll
+    and copy (a 400 MB delta at 40 Mbit/s: 80 s)."""
+    links = FleetLinks(
+        tuple(WorkerLink(f"w{i}", 500.0, 100.0, 20.0, f"r{i % 2}") for i in range(20))
+    )
+    config = SimConfig(
+        versions=(Version(1, "full", 8 * MiB), Version(2, "delta", 400_000_000)),
+        snapshot_bytes=16 * MiB,
+        route=route,
+        cadence_s=60.0,
+        watch=WatchConfig(poll_interval_s=2.0),
+        replication_lag_s=100.0,
+        relay_mbps=40.0,
+        start_held=True,
+        seed=2,
+    )
+    out = FleetSim(links, config).run()
+    after = [t - out.stamps_s[2] for t in out.seen_s[2]]
+    primary, replica = after[0::2], after[1::2]
+    assert max(primary) <= 0.15 + 0.02 + 2.0 * 1.2 + 0.02
+    assert min(replica) >= (50.0 if route == "replicate" else 80.0)
+    assert all(t < math.inf for t in out.installed_s[2])
