@@ -559,6 +559,8 @@ def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
         "seed": args.seed,
         "uplink_queue": args.uplink_queue,
         "fraction": args.fraction,
+        "snapshot_bytes": int(args.mib * 2**20 / 2 / 8) * 2 * 8,  # policy(): eight bf16 tensors
+        "chains": args.chains,
         "poll_interval_s": args.poll_interval_s,
         "install_mb_per_s": {
             "full": round(install.full_mb_per_s),

@@ -28,6 +28,7 @@ from ..cost.publication import COMMIT_ROUND_TRIPS, TYPICAL_FULL_RATIO
 from ..errors import UsageError
 from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
+from .estimate_requests import add_request_flags, request_report
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
@@ -75,6 +76,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_publication_flags(parser)
     _add_money_flags(parser)
     add_fleet_flags(parser)
+    add_request_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument(
@@ -373,13 +375,14 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     prices = load_prices(args.prices)
     prices.provider(inputs.provider)  # fail on a bad name before any arithmetic
     plan = estimate(inputs, prices)
+    request_lines, request_warnings, requests = request_report(plan, prices, args.read_limit_per_s)
     stale = stale_warning(prices, plan.price_entries, today or date.today())
-    for warning in (*plan.warnings, *filter(None, [stale])):
+    for warning in (*plan.warnings, *request_warnings, *filter(None, [stale])):
         print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
     if args.json:  # the table first: a plot that cannot be written must not lose it
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps({**plan.to_dict(), "requests": requests}, indent=2))
     else:
-        print(render_text(plan, prices))
+        print(render_text(plan, prices, request_lines))
     if args.plot:
         from .estimate_plot import plot_plan
 

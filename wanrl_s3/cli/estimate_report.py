@@ -6,6 +6,8 @@ command prints without going through argparse.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
 from ..cost.timing import publish_s
@@ -177,14 +179,16 @@ def _cdn_line(plan: Plan) -> list[str]:
     ]
 
 
-def render_text(plan: Plan, prices: PriceBook) -> str:
-    """The whole human report: assumptions, the table, the recommendation."""
+def render_text(plan: Plan, prices: PriceBook, notes: Sequence[str] = ()) -> str:
+    """The whole human report: assumptions, the table, ``notes`` (the request rates), the
+    recommendation."""
     return "\n".join(
         [
             *_header(plan, prices),
             "",
             render_table(plan),
             "",
+            *([*notes, ""] if notes else []),
             f"recommendation: {plan.reason}",
         ]
     )

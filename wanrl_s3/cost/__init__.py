@@ -61,8 +61,26 @@ from .gpu import (
 from .inputs import TOPOLOGIES, PlanInputs
 from .learner import LearnerIdle, learner_idle
 from .plan import Plan, TopologyEstimate, estimate, evaluate
-from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
+from .prices import (
+    CdnPrices,
+    PriceBook,
+    Provenance,
+    RequestLimits,
+    StoragePrices,
+    load_prices,
+    parse_prices,
+)
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .requests import (
+    READ_REQUEST_MB,
+    ReadRates,
+    RequestLoad,
+    payload_reads,
+    polls_per_month,
+    read_rates,
+    request_load,
+    request_loads,
+)
 from .timing import size_fleet
 from .topology import (
     chain_count,
@@ -77,6 +95,7 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "READ_REQUEST_MB",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "TYPICAL_FULL_RATIO",
@@ -89,6 +108,9 @@ __all__ = [
     "PlanInputs",
     "PriceBook",
     "Provenance",
+    "ReadRates",
+    "RequestLimits",
+    "RequestLoad",
     "RunPricing",
     "StalenessBudget",
     "StoragePrices",
@@ -128,6 +150,11 @@ __all__ = [
     "parse_fleet",
     "parse_prices",
     "payload_gb",
+    "payload_reads",
+    "polls_per_month",
+    "read_rates",
+    "request_load",
+    "request_loads",
     "requests_usd",
     "require_dropped_fraction",
     "required_pool_rollouts_per_s",
