@@ -1,11 +1,11 @@
 """Dissemination at internet scale, simulated: T_bcast, requests per prefix and dollars per route.
 
-    .venv/bin/python benchmarks/fleet_sim.py --workers 1000 --regions 3 [--route all] [--json]
+    .venv/bin/python benchmarks/fleet_sim.py --workers 1000 --region-count 3 [--route all] [--json]
     .venv/bin/python benchmarks/fleet_sim.py --calibrate docs/results/wan-fleet-2026-12-04/*.json
 
 A discrete-event simulation (SimPy) of one trainer publishing a keyframe and
 ``--deltas`` deltas to a fleet of ``--workers`` rollout workers spread over
-``--regions`` regional buckets, by route: ``bucket`` (the trainer writes every
+``--region-count`` regional buckets, by route: ``bucket`` (the trainer writes every
 region), ``relay`` (it writes the primary; a relay copies to each replica) and
 ``cdn`` (every region's bucket behind CDN edges); ``--route replicate`` (the
 provider's bucket replication, ``--replication-lag-s``) on request. The model (benchmarks/
@@ -73,7 +73,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g = ap.add_argument_group("fleet")
     g.add_argument("--workers", type=COUNT, default=1000, help="rollout GPUs (default 1000)")
     g.add_argument("--gpus-per-host", type=COUNT, default=1, help="a host downloads once for all")
-    g.add_argument("--regions", type=COUNT, default=3)
+    g.add_argument("--region-count", type=COUNT, default=3)
     g.add_argument(
         "--fleet", type=Path, help="a fleet file (one row per host) instead of drawn links"
     )
@@ -147,7 +147,7 @@ def draw_links(args: argparse.Namespace) -> FleetLinks:
     for i in range(hosts):
         down = lo * (hi / lo) ** rng.random()
         rtt = rng.uniform(rlo, rhi) + args.request_ms
-        region = f"region-{i % args.regions}"
+        region = f"region-{i % args.region_count}"
         rows.append(WorkerLink(f"host-{i}", down, down * rng.uniform(0.5, 1.0), rtt, region))
     return FleetLinks(tuple(rows))
 

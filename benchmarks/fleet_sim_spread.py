@@ -1,6 +1,6 @@
 """Which read spreading keeps a delta burst under a prefix's limit: decided by simulation.
 
-    .venv/bin/python benchmarks/fleet_sim_spread.py [--workers 10000] [--regions 3] [--json]
+    .venv/bin/python benchmarks/fleet_sim_spread.py [--workers 10000] [--region-count 3] [--json]
 
 A warm fleet (every worker holds the keyframe) takes ten deltas through each region's
 bucket, rate-limited at the provider's documented limit, under each candidate:

@@ -27,7 +27,7 @@ RUNS = [
     ["trainer_sync.py"],
     ["poll_cost.py"],
     ["fleet_sim.py", "--calibrate", *sorted(str(p) for p in RESULTS.glob("x*.json"))],
-    ["fleet_sim.py", "--workers", "1000", "--regions", "3"],
+    ["fleet_sim.py", "--workers", "1000", "--region-count", "3"],
 ]
 #: These build network namespaces and shape links: root only. The WAN fleet and the
 #: fault campaign have their own targets (make bench-wan, make bench-faults).

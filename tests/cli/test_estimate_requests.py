@@ -12,7 +12,7 @@ import pytest
 from wanrl_s3.cli import main
 
 FLEET = ["estimate", "--params", "8.2e9", "--t-train-s", "150", "--batch", "2048"]
-FLEET += ["--density", "0.01", "--regions", "3", "--poll-interval-s", "10"]
+FLEET += ["--density", "0.01", "--region-count", "3", "--poll-interval-s", "10"]
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
