@@ -82,6 +82,8 @@ _LAZY: dict[str, str] = {
     "to_numpy": ".io.tensors",
     "to_torch": ".io.tensors",
     "return_big_buffers": ".io.malloc",
+    "find_model_config": ".io.hf_model",
+    "model_params": ".io.hf_model",
     # the fleet and the learner
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
@@ -115,6 +117,7 @@ if TYPE_CHECKING:
     from .fleet.steps import StepStatusWriter, VersionMap
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
+    from .io.hf_model import find_model_config, model_params
     from .io.malloc import return_big_buffers
     from .io.safetensors_file import SafetensorsFile, write_file
     from .io.tensors import to_numpy, to_torch
@@ -207,6 +210,7 @@ __all__ = [
     "check_worker_id",
     "choose_region",
     "estimate",
+    "find_model_config",
     "fleet_report",
     "generate_keypair",
     "is_admissible",
@@ -214,6 +218,7 @@ __all__ = [
     "load_regions",
     "load_snapshot",
     "local_snapshot",
+    "model_params",
     "open_store",
     "pull_to_file",
     "read_statuses",

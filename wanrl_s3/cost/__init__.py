@@ -60,6 +60,7 @@ from .gpu import (
 )
 from .inputs import TOPOLOGIES, PlanInputs
 from .learner import LearnerIdle, learner_idle
+from .model_size import params_from_hf_config
 from .plan import Plan, TopologyEstimate, estimate, evaluate
 from .prices import (
     CdnPrices,
@@ -147,6 +148,7 @@ __all__ = [
     "object_storage_worker_s",
     "object_storage_worker_terms",
     "origin_fetches",
+    "params_from_hf_config",
     "parse_fleet",
     "parse_prices",
     "payload_gb",
