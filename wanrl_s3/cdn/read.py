@@ -124,13 +124,12 @@ class CdnReadStore(ObjectStore):
                 f"the CDN grant for {self.cdn_url} expired at {grant.expires_at_s} (UNIX "
                 "time): mint a fresh one"
             )
+        headers = {} if grant is None else dict(grant.headers)
+        why = self._edge.reachable(self.cdn_url + "/", headers)
+        if why is not None:
+            raise UsageError(f"the CDN at {self.cdn_url} cannot be reached: {why}")
         request = None if key is None else self._cdn_request(key)
         if request is None:
-            why = self._edge.reachable(
-                self.cdn_url + "/", {} if grant is None else dict(grant.headers)
-            )
-            if why is not None:
-                raise UsageError(f"the CDN at {self.cdn_url} cannot be reached: {why}")
             return None
         try:
             data, _ = self._edge.get_whole(*request, MAX_WHOLE_BYTES)
