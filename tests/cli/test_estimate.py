@@ -213,3 +213,25 @@ def test_a_small_model_is_not_a_zero_gigabyte_snapshot(capsys: pytest.CaptureFix
     assert main(["estimate", "--params", "2e6", "--t-train-s", "10", "--batch", "64"]) == 0
     out = capsys.readouterr().out
     assert "snapshot 4 MB" in out and "0.0 GB" not in out
+
+
+def test_unshipped_rows_are_starred_and_ranked_only_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1")
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split("  ")[0] for line in lines if line.startswith(("star", "peer"))] == [
+        "star *",
+        "peer chain *",
+    ]
+    assert (
+        "* star, peer chain: modelled, not shipped by wanrl-s3; for comparison, never "
+        "recommended (--include-unshipped ranks them)"
+    ) in lines
+    assert lines[-1].startswith("recommendation: CDN full is the cheapest feasible topology "
+                                "wanrl-s3 ships")  # fmt: skip
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1", "--include-unshipped")
+    assert code == 0
+    assert out.splitlines()[-1].startswith("recommendation: peer chain is the cheapest")
+    assert "ranked with the others (--include-unshipped)" in out

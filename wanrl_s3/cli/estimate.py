@@ -78,6 +78,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument("--plot", metavar="FILE.png", help="draw T_bcast and cost per run vs fleet")
+    out.add_argument(
+        "--include-unshipped",
+        action="store_true",
+        help="rank the routes wanrl-s3 models but does not ship (the star, the peer chain) "
+        "with the others (default: they are priced for comparison, never recommended)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -228,7 +234,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "full_ratio", "trainer_ranks", "trainer_uplink_gbps",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "include_unshipped",
 )  # fmt: skip
 
 

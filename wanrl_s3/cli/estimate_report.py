@@ -6,6 +6,7 @@ command prints without going through argparse.
 
 from __future__ import annotations
 
+from ..cost.inputs import UNSHIPPED
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
 from ..cost.timing import publish_s
@@ -21,7 +22,7 @@ def _usd(value: float) -> str:
 
 def _cells(row: TopologyEstimate) -> tuple[str, ...]:
     return (
-        row.label,
+        row.label if row.shipped else f"{row.label} *",
         f"{row.t_bcast_s:.0f} s",
         "yes" if row.feasible else "no",
         "-" if row.workers_needed is None else str(row.workers_needed),
@@ -38,8 +39,18 @@ def _line(cells: tuple[str, ...]) -> str:
 
 
 def render_table(plan: Plan) -> str:
-    """One row per topology, columns as the issue asks for them."""
-    return "\n".join([_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)])
+    """One row per topology, columns as the issue asks for them; a row wanrl-s3 does not
+    ship is starred, and a last line says what the star means."""
+    lines = [_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)]
+    unshipped = [r.label for r in plan.by_topology if not r.shipped]
+    if unshipped:
+        ranked = (
+            "ranked with the others (--include-unshipped)"
+            if plan.inputs.include_unshipped
+            else "for comparison, never recommended (--include-unshipped ranks them)"
+        )
+        lines.append(f"* {', '.join(unshipped)}: {UNSHIPPED}; {ranked}")
+    return "\n".join(lines)
 
 
 def _gb(gb: float) -> str:
