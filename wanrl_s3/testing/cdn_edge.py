@@ -177,6 +177,7 @@ def local_cdn_edge(
     timeout_s: float = 30.0,
     require_arg: tuple[str, str] | None = None,
     netns: tuple[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[CdnEdge]:
     """An nginx caching edge in front of ``origin_url`` (``http://host:port``, no path).
 
@@ -186,6 +187,7 @@ def local_cdn_edge(
     answers 403, as a CDN that checks a signature does. ``netns``: (a network
     namespace, its address) to run in, for a benchmark's emulated network (root
     only); the edge then serves on that address, port :data:`NETNS_PORTS`.
+    ``port``: the edge's port on 127.0.0.1 (default: a free one).
     """
     origin = urlsplit(origin_url)
     if origin.scheme != "http" or not origin.netloc or origin.path not in ("", "/") or origin.query:
@@ -196,7 +198,7 @@ def local_cdn_edge(
         raise UsageError(f"require_arg must be (name, value) of [A-Za-z0-9_-]; got {require_arg!r}")
     binary = nginx_binary()
     ip, tap_ip = (netns[1], netns[1]) if netns else ("127.0.0.1", "127.0.0.1")
-    port, tap_port = NETNS_PORTS if netns else (free_port(), free_port())
+    port, tap_port = NETNS_PORTS if netns else (port or free_port(), free_port())
     folder = Path(tempfile.mkdtemp(prefix="wanrl-cdn-edge-"))
     try:
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
