@@ -180,6 +180,14 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         help=f"edge caches that each fetch a version once (default {DEFAULT_EDGES})",
     )
     g.add_argument(
+        "--cdn-fill-rtt-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="an edge's round trip to the bucket on a miss, ms; the CDN rows' T_bcast waits "
+        "for two (the manifest, the payload's first slice) (default 0: left out)",
+    )
+    g.add_argument(
         "--no-free-tier",
         dest="free_tier",
         action="store_false",
@@ -234,6 +242,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
+    "cdn_fill_rtt_ms",
     "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "include_unshipped",
 )  # fmt: skip
 

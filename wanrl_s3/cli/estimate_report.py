@@ -6,6 +6,7 @@ command prints without going through argparse.
 
 from __future__ import annotations
 
+from ..cost.cdn import FILL_ROUND_TRIPS
 from ..cost.inputs import UNSHIPPED
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
@@ -136,10 +137,17 @@ def _cdn_line(plan: Plan) -> list[str]:
     """How the CDN rows were modelled, or nothing when no CDN fronts the provider."""
     if plan.cdn_display is None:
         return []
-    edges = plan.inputs.cdn_edges
+    edges, fill_ms = plan.inputs.cdn_edges, plan.inputs.cdn_fill_rtt_ms
+    fills = (
+        f"; its first readers at an edge wait {FILL_ROUND_TRIPS} x {fill_ms:g} ms for the edge's "
+        "fetches (--cdn-fill-rtt-ms)"
+        if fill_ms
+        else ""
+    )
     return [
         f"cdn: {plan.cdn_display} in front of the bucket, {edges} edges: each version leaves "
-        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every worker"
+        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every "
+        f"worker{fills}"
     ]
 
 

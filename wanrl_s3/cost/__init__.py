@@ -19,7 +19,7 @@ from .capacity import (
     step_s_at_pool,
     workers_needed,
 )
-from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
+from .cdn import DEFAULT_EDGES, FILL_ROUND_TRIPS, cdn_download_traffic, cdn_fill_s, origin_fetches
 from .egress import (
     RunPricing,
     Traffic,
@@ -73,6 +73,7 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "FILL_ROUND_TRIPS",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "TYPICAL_FULL_RATIO",
@@ -98,6 +99,7 @@ __all__ = [
     "break_even_workers",
     "bubble_ratio",
     "cdn_download_traffic",
+    "cdn_fill_s",
     "chain_count",
     "chain_fleet_s",
     "chain_layout",

@@ -83,6 +83,8 @@ class PlanInputs:
     poll_interval_s: float = 10.0
     cdn: str | None = None
     cdn_edges: int = DEFAULT_EDGES
+    # An edge's round trip to the bucket on a miss, ms; the CDN rows wait for two (cdn.py).
+    cdn_fill_rtt_ms: float = 0.0
     replica_regions: tuple[str, ...] = ()
     free_tier: bool = True
     # A heterogeneous fleet (--fleet / --from-status): T_bcast at bcast_fraction of it.
@@ -121,6 +123,7 @@ class PlanInputs:
                 f"got {self.regions} (leave --regions out when naming --replica-regions)"
             )
         require_non_negative("replication_lag_s", self.replication_lag_s)
+        require_non_negative("cdn_fill_rtt_ms", self.cdn_fill_rtt_ms)
         require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
         if self.upload_mbps is not None:
             require_positive("upload_mbps", self.upload_mbps)
