@@ -23,19 +23,17 @@ import boto3
 import numpy as np
 import pytest
 
+from tests.cdn.edges import nginx_edge
 from wanrl_s3 import PublishConfig, Publisher, Subscriber
 from wanrl_s3.cdn import CdnGrant, CdnReadStore
-from wanrl_s3.errors import UsageError
 from wanrl_s3.store import Blob, ObjectInfo, ObjectStore, open_store
 from wanrl_s3.testing import (
     CdnEdge,
     allow_edge_reads,
-    local_cdn_edge,
     make_bucket,
     nudge_state,
     random_bf16_state,
 )
-from wanrl_s3.testing.cdn_edge import nginx_binary
 
 MiB = 1 << 20
 PREFIX = "runs/test"
@@ -128,11 +126,7 @@ def settled(read):  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def run(moto_endpoint: str) -> Iterator[Run]:
-    try:
-        nginx_binary()
-    except UsageError as exc:
-        pytest.skip(str(exc))
-    with local_cdn_edge(moto_endpoint) as edge:
+    with nginx_edge(moto_endpoint) as edge:
         yield opened(Run(moto_endpoint, make_bucket(moto_endpoint), edge))
 
 
@@ -265,11 +259,7 @@ def test_an_edge_that_refuses_every_request_costs_reads_from_the_bucket_only(
 ) -> None:
     """A 403 for every object (a grant the edge does not accept): each is read from the
     bucket, one warning says so, and the install is the published version."""
-    try:
-        nginx_binary()
-    except UsageError as exc:
-        pytest.skip(str(exc))
-    with local_cdn_edge(moto_endpoint, require_arg=("token", "right")) as edge:
+    with nginx_edge(moto_endpoint, require_arg=("token", "right")) as edge:
         run = opened(Run(moto_endpoint, make_bucket(moto_endpoint), edge))
         v1 = policy(9, mib=0.5)
         publish(run.store(), v1)

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.cdn.edges import nginx_edge
 from wanrl_s3.cdn import CdnGrant
 from wanrl_s3.cli import main
-from wanrl_s3.errors import UsageError
 from wanrl_s3.fetch.files import load_snapshot
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
@@ -28,12 +28,10 @@ from wanrl_s3.testing import (
     CdnEdge,
     allow_edge_reads,
     free_port,
-    local_cdn_edge,
     nudge_state,
     random_bf16_state,
     worker_command,
 )
-from wanrl_s3.testing.cdn_edge import nginx_binary
 
 PREFIX = "runs/test"
 
@@ -44,11 +42,7 @@ def policy(seed: int) -> dict[str, np.ndarray]:
 
 @pytest.fixture
 def edge(moto_endpoint: str) -> Iterator[CdnEdge]:
-    try:
-        nginx_binary()
-    except UsageError as exc:
-        pytest.skip(str(exc))
-    with local_cdn_edge(moto_endpoint) as running:
+    with nginx_edge(moto_endpoint) as running:
         yield running
 
 
