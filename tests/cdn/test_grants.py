@@ -117,3 +117,14 @@ def test_a_grant_for_another_url_or_a_cdn_store_inside_another_is_refused() -> N
         CdnReadStore(CdnReadStore(origin, BASE), BASE)
     with pytest.raises(UsageError, match="cdn_url must be"):
         CdnReadStore(origin, "s3://bucket/run")
+
+
+def test_nothing_that_changes_is_read_through_the_cdn_whatever_a_grant_covers() -> None:
+    origin = open_store("memory://whole-run-grant")
+    origin.put_bytes("LATEST", b"{}")
+    cdn = f"http://127.0.0.1:{free_port()}/run"  # nothing listens: a request would fail
+    whole_run = CdnGrant("cloudflare", cdn, "", 2**40, query="verify=x")
+    through = CdnReadStore(origin, cdn, grant=whole_run, retry=RetryPolicy(clock=FakeClock()))
+    assert through.get_bytes("LATEST") == b"{}"
+    with pytest.raises(UsageError, match="scope must be 'v/'"):
+        CdnReadStore(origin, cdn, scope="")

@@ -44,6 +44,8 @@ from .grants import GrantSource
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: The only keys ever read through a CDN: the immutable versions (docs/format.md).
+VERSIONS = "v/"
 #: The largest object read whole through the CDN (a manifest is bounded at 64 MiB).
 MAX_WHOLE_BYTES = 64 * MiB
 #: Failures in a row on one object (connection errors, 5xx) before it is read from the store.
@@ -58,7 +60,9 @@ class CdnReadStore(ObjectStore):
     ``grant``: what the CDN asks of a reader (a :class:`CdnGrant`, or a callable
     returning the current one: :class:`~.grants.GrantFile`,
     :class:`~.grants.MintedGrants`); None for a CDN that serves anyone (a private
-    network's cache). Its scope then sets which keys go through the CDN.
+    network's cache). A key outside the grant's scope is read from the store.
+    ``scope``: ``v/`` or a folder under it; nothing that changes (LATEST, status
+    objects) is ever read through the CDN, whatever a grant covers.
     """
 
     def __init__(
@@ -84,7 +88,9 @@ class CdnReadStore(ObjectStore):
                 f"the CDN grant is for {first.base_url}, not for the CDN URL {self.cdn_url}: "
                 "mint one for this URL, or read through the URL the grant names"
             )
-        self.scope = check_scope(first.scope if first is not None else scope)
+        if not check_scope(scope).startswith(VERSIONS):
+            raise UsageError(f"scope must be {VERSIONS!r} or a folder under it; got {scope!r}")
+        self.scope = scope
         self._edge = EdgeClient(
             max_connections=require_int("max_connections", max_connections),
             read_timeout_s=require_positive("read_timeout_s", read_timeout_s),
@@ -197,6 +203,8 @@ class CdnReadStore(ObjectStore):
         url = f"{self.cdn_url}/{quote(key, safe='/')}"
         if grant is None:
             return url, {}
+        if not grant.covers(key):
+            return None
         if grant.expired(self.retry.clock.time()):
             self._say_once(
                 "expired",
