@@ -70,7 +70,7 @@ def _quiet_libraries() -> None:
     A subcommand that logs at INFO (the worker) would otherwise print them
     around its own lines, and before an error line that must stand alone.
     """
-    for name in ("botocore", "boto3", "s3transfer"):
+    for name in ("botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 

@@ -82,6 +82,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument(
         "--plot", metavar="FILE.png", help="draw T_bcast and cost per run against the fleet size"
     )
+    out.add_argument(
+        "--include-unshipped",
+        action="store_true",
+        help="rank the routes wanrl-s3 models but does not ship (the star, the peer chain) "
+        "with the others (default: they are priced for comparison, never recommended)",
+    )
     parser.set_defaults(func=run)
     return parser
 
@@ -302,6 +308,14 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         help="edge caches that each fetch a version once",
     )
     g.add_argument(
+        "--cdn-fill-rtt-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="an edge's round trip to the bucket on a miss, ms; the CDN rows' T_bcast waits "
+        "for two (the manifest, the payload's first slice); 0 leaves them out",
+    )
+    g.add_argument(
         "--no-free-tier",
         dest="free_tier",
         action="store_false",
@@ -365,7 +379,8 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction",
+    "cdn_fill_rtt_ms",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction", "include_unshipped",
 )  # fmt: skip
 
 

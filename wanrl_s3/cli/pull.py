@@ -21,6 +21,7 @@ from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
 from ..io.malloc import return_big_buffers
 from ..units import count
+from .cdn import add_cdn_args, cdn_reader
 from .common import (
     add_read_concurrency_arg,
     add_region_arg,
@@ -79,6 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--fsync", action="store_true", help="flush the file to disk before renaming it into place"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_cdn_args(p)
     p.set_defaults(func=run)
 
 
@@ -86,7 +88,9 @@ def run(args: argparse.Namespace) -> int:
     return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
     if args.region and not args.regions:
         raise UsageError("--region picks one region of --regions FILE; give --regions too")
+    through_cdn = cdn_reader(args)
     store, _, choice = store_to_read(args)
+    store = through_cdn(store)
     if choice is not None:
         print(f"reading from region {choice.region} ({store.url})", file=sys.stderr)
     start = time.monotonic()

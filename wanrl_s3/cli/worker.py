@@ -47,6 +47,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..cdn import CdnReadStore
 from ..errors import StoreError, UsageError
 from ..fetch.install_dir import DirectoryInstaller, make_dir
 from ..fetch.subscriber import Subscriber
@@ -58,6 +59,7 @@ from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
 from ..store import ObjectStore
+from .cdn import add_cdn_args, cdn_reader
 from .common import (
     add_read_concurrency_arg,
     add_region_arg,
@@ -142,6 +144,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="N",
         help="stop after N installs, for scripts and tests (default: run until stopped)",
     )
+    add_cdn_args(p)
     p.set_defaults(func=run)
 
 
@@ -164,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 worker: %(message)s"
     )
     worker_id = args.worker_id or _default_worker_id(out_dir)
+    through_cdn = cdn_reader(args)
     store, regions, choice = store_to_read(args, max_lag_versions=args.max_lag_versions)
+    reading = through_cdn(store)  # checked before the status object is written
     region = (args.region or "") if choice is None else choice.region
     reporter = StatusReporter(store, worker_id, region)
     _report(reporter.resume, round_trip_s=_round_trip_s(store))
@@ -177,10 +182,10 @@ def run(args: argparse.Namespace) -> int:
         keep_versions=args.keep_versions or 3,
     )
     with (
-        subscriber_from_args(args, store, concurrency=args.concurrency) as sub,
+        subscriber_from_args(args, reading, concurrency=args.concurrency) as sub,
         DirectoryInstaller(sub, out_dir, config) as installer,
     ):
-        _say_watching(worker_id, store, region, installer)
+        _say_watching(worker_id, reading, region, installer)
         failover = None
         if regions is not None and choice is not None and failover_config is not None:
             failover = _failover(
@@ -200,10 +205,12 @@ def _say_watching(
     worker_id: str, store: ObjectStore, region: str, installer: DirectoryInstaller
 ) -> None:
     held = installer.found_version
+    cdn = store.cdn_url if isinstance(store, CdnReadStore) else None
     log.info(
-        "%s watching %s%s; %s",
+        "%s watching %s%s%s; %s",
         worker_id,
         store.url,
+        f" through the CDN at {cdn}" if cdn else "",
         f" (region {region})" if region else "",
         "holding no version yet"
         if held is None

@@ -21,7 +21,7 @@ from .capacity import (
     usable_rollouts_per_s,
     workers_needed,
 )
-from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
+from .cdn import DEFAULT_EDGES, FILL_ROUND_TRIPS, cdn_download_traffic, cdn_fill_s, origin_fetches
 from .egress import (
     RunPricing,
     Traffic,
@@ -96,6 +96,7 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "FILL_ROUND_TRIPS",
     "READ_REQUEST_MB",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
@@ -126,6 +127,7 @@ __all__ = [
     "break_even_workers",
     "bubble_ratio",
     "cdn_download_traffic",
+    "cdn_fill_s",
     "chain_count",
     "chain_fleet_s",
     "chain_layout",

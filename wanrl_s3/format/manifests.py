@@ -301,9 +301,16 @@ class Manifests:
 
     def _read(self, version: int) -> _Read:
         """Read, bound, validate, verify and pin-check; a manifest that fails is read
-        once more, so a body damaged on the way does not fail what a second read serves."""
+        once more, so a body damaged on the way does not fail what a second read serves.
+
+        Through a cache (a CDN), a manifest no pin covers is read from the origin (a
+        stale copy would verify against nothing), and the second read of one that
+        failed goes there too (``distrust``)."""
+        with self._lock:
+            pinned = version in self._pins or (self._latest_pin or (-1,))[0] == version
+        source = self.store if pinned else self.store.origin
         for attempt in (0, 1):
-            data = read_stored(self.store, version)
+            data = read_stored(source, version)
             if data is None:
                 raise NotFoundError(f"version {version} does not exist at {self.store.url}")
             try:
@@ -316,6 +323,8 @@ class Manifests:
                 if attempt:
                     raise
                 log.info("%s; reading the manifest of version %d once more", exc, version)
+                self.store.distrust(layout.manifest_key(version), str(exc))
+                source = self.store
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _check_pins(self, m: Manifest) -> None:
