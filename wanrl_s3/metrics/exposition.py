@@ -113,12 +113,20 @@ class MetricsServer:
 
     url: str
     port: int
+    registry: CollectorRegistry
     _httpd: WSGIServer
 
     def close(self) -> None:
-        """Stop serving and free the port."""
+        """Stop serving and free the port. Closing twice is harmless."""
+        with _lock:
+            for key, server in list(_serving.items()):
+                if server is self:
+                    del _serving[key]
         self._httpd.shutdown()
         self._httpd.server_close()
+
+
+_serving: dict[tuple[str, int], MetricsServer] = {}  # (addr, port asked for) -> its server
 
 
 #: Every interface, as Prometheus exporters do: the server that scrapes is another host.
@@ -130,20 +138,30 @@ def serve_metrics(
 ) -> MetricsServer:
     """Serve ``registry`` (this process's by default) at ``http://addr:port/metrics``.
 
-    Port 0 takes any free port (``MetricsServer.port`` says which). Where the port
-    cannot be had, a UsageError names it and the reason.
+    Port 0 takes any free port (``MetricsServer.port`` says which). Asked again for
+    the same address, port and registry (two components of one process: the
+    trainer's engine and its sampler), it returns the server already running.
+    Where the port cannot be had, a UsageError names it and the reason.
     """
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise UsageError(f"metrics port must be an integer in 0..65535, got {port!r}")
     prom = prometheus(f"metrics port {port}")
     served = registry if registry is not None else process_registry()
-    try:
-        httpd, _ = prom.start_http_server(port, addr=addr, registry=served)
-    except OSError as exc:
-        raise UsageError(f"cannot serve metrics on {addr}:{port}: {exc.strerror or exc}") from exc
-    bound = int(httpd.server_port)
-    host = f"[{addr}]" if ":" in addr else addr
-    return MetricsServer(f"http://{host}:{bound}/metrics", bound, httpd)
+    with _lock:
+        running = _serving.get((addr, port))
+        if running is not None and running.registry is served:
+            return running
+        try:
+            httpd, _ = prom.start_http_server(port, addr=addr, registry=served)
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UsageError(f"cannot serve metrics on {addr}:{port}: {why}") from exc
+        bound = int(httpd.server_port)
+        host = f"[{addr}]" if ":" in addr else addr
+        server = MetricsServer(f"http://{host}:{bound}/metrics", bound, served, httpd)
+        if port:
+            _serving[(addr, port)] = server
+        return server
 
 
 _KINDS: tuple[tuple[type[BaseException], str], ...] = (
