@@ -46,15 +46,16 @@ def plot_status(report: FleetReport, path: str | Path) -> Path:
         + (f" (drawn in grey: more than {MAX_LABELLED})" if crowded else "")
     )
     versions_ax.legend(loc="upper left", fontsize="small")
-    for series in line.bcast:
-        bcast_ax.plot(
-            series.x,
-            series.y,
-            "o-" if series.label == FLEET else "s:",
-            label=series.label if series.label == FLEET else f"region {series.label}",
-        )
+    for series in line.bcast:  # the fleet first, thick, so each region shows over it
+        if series.label == FLEET:
+            bcast_ax.plot(series.x, series.y, "o-", color="black", linewidth=3, alpha=0.4,
+                          markersize=9, label="whole fleet")  # fmt: skip
+        else:
+            bcast_ax.plot(series.x, series.y, "s:", label=f"region {series.label}")
     bcast_ax.set_xlabel("version")
     bcast_ax.set_ylabel(f"T_bcast at {line.fraction:.0%} (s)")
     bcast_ax.set_title("from each version's commit until that fraction of its fleet had it")
     bcast_ax.legend(loc="upper left", fontsize="small")
+    for axis in (versions_ax.yaxis, bcast_ax.xaxis):
+        axis.get_major_locator().set_params(integer=True)  # versions are whole numbers
     return save_png(fig, path)
