@@ -32,7 +32,7 @@ from ..units import GiB, MiB
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, Counter, Histogram
     from prometheus_client.metrics_core import Metric
 
 INSTALL_HINT = "pip install 'wanrl-s3[metrics]' (prometheus-client)"
@@ -97,6 +97,25 @@ class RegisteredMetrics:
                     f"({type(self).__name__}.of(registry)) rather than make a second one"
                 )
             self._made[self.registry] = self
+
+    def histogram(
+        self, name: str, doc: str, buckets: tuple[float, ...], labels: tuple[str, ...] = ()
+    ) -> Histogram:
+        """A histogram in this object's registry."""
+        made: Histogram = self.prom.Histogram(
+            name, doc, list(labels), buckets=buckets, registry=self.registry
+        )
+        return made
+
+    def counter(
+        self, name: str, doc: str, labels: tuple[str, ...] = (), *, each: tuple[str, ...] = ()
+    ) -> Counter:
+        """A counter in this object's registry; ``each``: the values of its one label,
+        exported from 0 rather than from their first increment."""
+        made: Counter = self.prom.Counter(name, doc, list(labels), registry=self.registry)
+        for value in each:
+            made.labels(value)
+        return made
 
     @classmethod
     def of(cls: type[M], registry: CollectorRegistry | None = None) -> M:

@@ -33,37 +33,32 @@ class RelayMetrics(RegisteredMetrics, RelayObserver):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
-        prom, reg = self.prom, self.registry
         self._lock = threading.Lock()
         self._primary: int | None = None
         self._replicas: dict[str, int] = {}
         self.last_failure = LastFailure()
-        self.copied_bytes = prom.Counter(
+        self.copied_bytes = self.counter(
             "wanrl_s3_relay_copied_bytes",
             "Payload bytes committed in a replica, by region and how (server_side, streamed)",
-            ["region", "how"],
-            registry=reg,
+            ("region", "how"),
         )
-        self.copy_seconds = prom.Histogram(
+        self.copy_seconds = self.histogram(
             "wanrl_s3_relay_copy_seconds",
             "Seconds to commit one version in one replica (payload, then manifest)",
-            ["region"],
-            buckets=SECONDS_BUCKETS,
-            registry=reg,
+            SECONDS_BUCKETS,
+            ("region",),
         )
-        self.poll_seconds = prom.Histogram(
+        self.poll_seconds = self.histogram(
             "wanrl_s3_relay_poll_seconds",
             "Seconds of one conditional read of the primary's LATEST",
-            buckets=REQUEST_BUCKETS,
-            registry=reg,
+            REQUEST_BUCKETS,
         )
-        self.failures = prom.Counter(
+        self.failures = self.counter(
             "wanrl_s3_relay_failures",
             "Failures, by region (primary: reading its LATEST) and kind of error",
-            ["region", "kind"],
-            registry=reg,
+            ("region", "kind"),
         )
-        reg.register(_RelayGauges(self))
+        self.registry.register(_RelayGauges(self))
 
     # -- the relay's hooks ---------------------------------------------------------------
     def polled(self, seconds: float, latest_version: int | None) -> None:

@@ -36,35 +36,30 @@ class TrainerMetrics(RegisteredMetrics, PublicationObserver):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
-        prom, reg = self.prom, self.registry
         self._lock = threading.Lock()
         self._version: int | None = None
         self._density: float | None = None
-        self.publications = prom.Counter(
+        self.publications = self.counter(
             "wanrl_s3_trainer_publications",
             "Publications by outcome: " + ", ".join(OUTCOMES),
-            ["outcome"],
-            registry=reg,
+            ("outcome",),
+            each=OUTCOMES,
         )
-        for outcome in OUTCOMES:
-            self.publications.labels(outcome)
-        self.publish_seconds = prom.Histogram(
+        self.publish_seconds = self.histogram(
             "wanrl_s3_trainer_publish_seconds",
             "Seconds of a committed publication: encode, upload, commit, LATEST (off the "
             "training step when it runs in the background)",
-            buckets=SECONDS_BUCKETS,
-            registry=reg,
+            SECONDS_BUCKETS,
         )
-        self.stored_bytes = prom.Histogram(
+        self.stored_bytes = self.histogram(
             "wanrl_s3_trainer_stored_bytes",
             "Bytes stored per committed version, by kind (full, delta)",
-            ["kind"],
-            buckets=BYTES_BUCKETS,
-            registry=reg,
+            BYTES_BUCKETS,
+            ("kind",),
         )
         for kind in KINDS:
             self.stored_bytes.labels(kind)
-        reg.register(_TrainerGauges(self))
+        self.registry.register(_TrainerGauges(self))
 
     def published(self, publication: Publication) -> None:
         if publication.skipped is not None:

@@ -47,50 +47,42 @@ class WorkerMetrics(RegisteredMetrics, WatchObserver):
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         super().__init__(registry)
-        prom, reg = self.prom, self.registry
         self._watcher: Watcher | None = None
         self._lock = threading.Lock()
         self.last_failure = LastFailure()
-        self.download_bytes = prom.Histogram(
+        self.download_bytes = self.histogram(
             "wanrl_s3_worker_download_bytes",
             "Bytes downloaded per version made ready (deltas and keyframe together); "
             "versions found on this host already are not counted",
-            buckets=BYTES_BUCKETS,
-            registry=reg,
+            BYTES_BUCKETS,
         )
-        self.download_seconds = prom.Histogram(
+        self.download_seconds = self.histogram(
             "wanrl_s3_worker_download_seconds",
             "Seconds from the first request of a version to its last byte",
-            buckets=SECONDS_BUCKETS,
-            registry=reg,
+            SECONDS_BUCKETS,
         )
-        self.verify_seconds = prom.Histogram(
+        self.verify_seconds = self.histogram(
             "wanrl_s3_worker_verify_seconds",
             "Seconds of hash checks and decoding left once a version's last byte arrived",
-            buckets=SECONDS_BUCKETS,
-            registry=reg,
+            SECONDS_BUCKETS,
         )
-        self.install_seconds = prom.Histogram(
+        self.install_seconds = self.histogram(
             "wanrl_s3_worker_install_seconds",
             "Seconds of the local install of a version (the only pause)",
-            buckets=SECONDS_BUCKETS,
-            registry=reg,
+            SECONDS_BUCKETS,
         )
-        self.poll_seconds = prom.Histogram(
+        self.poll_seconds = self.histogram(
             "wanrl_s3_worker_poll_seconds",
             "Seconds of one conditional read of LATEST",
-            buckets=REQUEST_BUCKETS,
-            registry=reg,
+            REQUEST_BUCKETS,
         )
-        self.failures = prom.Counter(
+        self.failures = self.counter(
             "wanrl_s3_worker_failures",
             "Failures, by kind: " + ", ".join(FAILURE_KINDS),
-            ["kind"],
-            registry=reg,
+            ("kind",),
+            each=FAILURE_KINDS,
         )
-        for kind in FAILURE_KINDS:
-            self.failures.labels(kind)  # each kind is exported from 0, not from its first
-        reg.register(_WorkerGauges(self))
+        self.registry.register(_WorkerGauges(self))
 
     # -- the watcher's hooks ----------------------------------------------------------
     def started(self, watcher: Watcher) -> None:
