@@ -56,14 +56,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"a worker silent this long is gone (default {EXPIRE_AFTER_S:g}; "
         "workers write at least every 60 s)",
     )
-    p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
-    p.add_argument(
-        "--no-freeze",
-        dest="freeze",
-        action="store_false",
-        help="do not record newly measured figures in the bucket (read-only credentials)",
-    )
-    p.add_argument("--json", action="store_true")
     p.add_argument(
         "--plot",
         metavar="FILE.png",
@@ -72,6 +64,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--fraction per version and region into FILE.png (default: no plot; needs "
         "matplotlib: pip install 'wanrl-s3[plot]')",
     )
+    p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
+    p.add_argument(
+        "--no-freeze",
+        dest="freeze",
+        action="store_false",
+        help="do not record newly measured figures in the bucket (read-only credentials)",
+    )
+    p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
