@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tests.cli.test_status import status_object
+from tests.regions.support import new_bucket_url
 from wanrl_s3 import PublishConfig, Publisher, Subscriber, WorkerStatus, open_store
 from wanrl_s3.cli import main
 from wanrl_s3.format import layout
@@ -24,8 +25,9 @@ image = pytest.importorskip("matplotlib.image")
 
 
 def test_status_plot_writes_a_png_and_keeps_the_report(
-    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    s3_url = new_bucket_url(moto_endpoint)  # a bucket of its own on the S3 server
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     pub = Publisher(store, PublishConfig())
     for v in (1, 2):

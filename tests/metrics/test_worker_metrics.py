@@ -17,6 +17,7 @@ import pytest
 from tests.cli.test_worker import model, nudge, start_worker, stop, version_in, wait_for
 from tests.cli.test_worker_failures import flip_a_byte
 from tests.metrics.scrape import metrics_url, scrape_until, value
+from tests.regions.support import new_bucket_url
 from wanrl_s3.cli import main
 from wanrl_s3.metrics.worker import FAILURE_KINDS
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
@@ -26,8 +27,9 @@ W = "wanrl_s3_worker_"
 
 
 def test_a_running_worker_exports_its_version_its_costs_and_its_failures(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    moto_endpoint: str, tmp_path: Path
 ) -> None:
+    s3_url = new_bucket_url(moto_endpoint)  # a bucket of its own on the S3 server
     store = open_store(s3_url, endpoint_url=moto_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=10))
     state = model(1)
