@@ -5,6 +5,9 @@ LATEST and commits each new version in every replica: payload objects
 (server-side within one S3 service, else streamed), then the manifest, then
 LATEST, forwards only. One log line per version and region. Run one relay per
 run, with the publisher's credentials; SIGTERM or Ctrl-C stops it cleanly.
+With ``--metrics-port PORT`` it serves Prometheus metrics (docs/operations.md,
+"Metrics"): each region's version and lag, bytes and seconds per version
+relayed, failures by region and kind, last error age, poll latency.
 """
 
 from __future__ import annotations
@@ -16,8 +19,11 @@ import sys
 import threading
 
 from ..errors import UsageError
-from ..regions.config import load_regions
+from ..metrics.relay import RelayMetrics
+from ..regions.config import RegionsConfig, load_regions
 from ..regions.relay import Relay, RelayConfig
+from ..regions.relay_observer import IGNORE, RelayObserver
+from .metrics_args import add_metrics_args, metrics_from_args
 
 log = logging.getLogger("wanrl_s3.regions.relay")
 
@@ -45,6 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action="store_true",
         help="bring every replica up to date once, then exit (cron, scripts)",
     )
+    add_metrics_args(p, "relay")
     p.set_defaults(func=run)
 
 
@@ -65,7 +72,16 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 relay: %(message)s"
     )
-    with Relay.from_regions(regions, config) as relay:
+    with metrics_from_args(args, RelayMetrics.of, log) as metrics:
+        _relay(args, regions, config, metrics or IGNORE)
+    log.info("stopped")
+    return 0
+
+
+def _relay(
+    args: argparse.Namespace, regions: RegionsConfig, config: RelayConfig, observer: RelayObserver
+) -> None:
+    with Relay.from_regions(regions, config, observer=observer) as relay:
         log.info(
             "relaying %s (%s) to %s",
             regions.primary,
@@ -79,5 +95,3 @@ def run(args: argparse.Namespace) -> int:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 signal.signal(sig, lambda *_: stop.set())
             relay.run(stop)
-    log.info("stopped")
-    return 0

@@ -5,6 +5,8 @@ worker reached it when it installed it or anything newer; the first report
 that measures a version's T_bcast freezes it in the bucket (fleet/bcast.py,
 docs/operations.md). Workers silent for ``--expire-after-s`` are listed as
 expired, never as lagging; ``--prune`` deletes their status objects.
+``--plot FILE.png`` draws the versions each worker held over time (failures
+marked) and T_bcast per version, for the fleet and per region.
 """
 
 from __future__ import annotations
@@ -59,6 +61,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="S",
         help="a worker silent this many seconds is gone (workers write at least every 60 s)",
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="also draw versions per worker over time (failures marked) and T_bcast at "
+        "--fraction per version and region into FILE.png (default: no plot; needs "
+        "matplotlib: pip install 'wanrl-s3[plot]')",
+    )
     p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
     p.add_argument(
         "--no-freeze",
@@ -102,10 +112,15 @@ def run(args: argparse.Namespace) -> int:
     measured = measure(args, now_s)
     if measured.freeze_error:
         print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
-    if args.json:
+    if args.json:  # the report first: a plot that cannot be written must not lose it
         emit_json({**measured.report.to_dict(), "now_s": now_s})
-        return 0
-    print(render(measured.report, now_s, pruned=args.prune))
+    else:
+        print(render(measured.report, now_s, pruned=args.prune))
+    if args.plot:
+        from .status_plot import plot_status
+
+        written = plot_status(measured.report, args.plot)
+        print(f"plot written to {written}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

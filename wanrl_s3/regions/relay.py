@@ -47,6 +47,7 @@ from ..format.manifests import Manifests, read_stored
 from ..store import MIN_PART_BYTES, ObjectStore
 from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
+from .relay_observer import IGNORE, PRIMARY, RelayObserver
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +78,23 @@ class RelayedVersion:
 
 
 class Relay:
-    """Copies versions from ``source`` to each store of ``replicas`` (named by region)."""
+    """Copies versions from ``source`` to each store of ``replicas`` (named by region);
+    ``observer`` is told what happens (:class:`wanrl_s3.RelayMetrics`)."""
 
     def __init__(
         self,
         source: ObjectStore,
         replicas: Mapping[str, ObjectStore],
         config: RelayConfig | None = None,
+        *,
+        observer: RelayObserver = IGNORE,
     ) -> None:
         if not replicas:
             raise UsageError("the relay needs at least one replica region to copy to")
         self.source = source
         self.replicas = dict(replicas)
         self.config = config or RelayConfig()
+        self.observer = observer
         n = self.config.concurrency
         self._objects = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay")
         self._parts = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay-part")
@@ -104,13 +109,19 @@ class Relay:
 
     @classmethod
     def from_regions(
-        cls, regions: RegionsConfig, config: RelayConfig | None = None, **store_options: Any
+        cls,
+        regions: RegionsConfig,
+        config: RelayConfig | None = None,
+        *,
+        observer: RelayObserver = IGNORE,
+        **store_options: Any,
     ) -> Relay:
         """Primary to every other region of a regions file (its mode should be ``copy``)."""
         return cls(
             regions.store(regions.primary, **store_options),
             {r.name: r.store(**store_options) for r in regions.replicas},
             config,
+            observer=observer,
         )
 
     def close(self) -> None:
@@ -140,12 +151,17 @@ class Relay:
         does not hold the others back, and the first failure is raised at the end.
         """
         try:
+            start_s = time.monotonic()
             changed = self._manifests.poll_latest(self._etag)
+            self.observer.polled(
+                time.monotonic() - start_s, None if changed is None else changed[0].version
+            )
             if changed is not None:
                 self._pointer, self._etag = changed
                 self._target = self._pointer.version
         except WanrlError as exc:
             log.error("primary %s: cannot read LATEST: %s", self.source.url, exc)
+            self.observer.failed(PRIMARY, exc)
             raise
         if self._target is None:
             return []
@@ -157,6 +173,7 @@ class Relay:
                     done += self._sync_replica(name, replica, self._target)
                 except WanrlError as exc:
                     log.error("%s: could not relay v%d: %s", name, self._target, exc)
+                    self.observer.failed(name, exc)
                     failures.append(exc)
         if failures:
             raise failures[0]
@@ -177,6 +194,7 @@ class Relay:
             )
             self._manifests.retain(m.version for m in chain)
         self._synced[name] = max(current, target)
+        self.observer.synced(name, self._synced[name])
         return done
 
     # -- one version -----------------------------------------------------------------
@@ -222,6 +240,7 @@ class Relay:
             "server-side" if server_side else "streamed",
             done.seconds,
         )
+        self.observer.relayed(done)
         return done
 
     def _commit_manifest(self, replica: ObjectStore, version: int) -> None:

@@ -46,6 +46,7 @@ from ..store import SYSTEM_CLOCK, Clock
 from ..units import require_non_negative
 from .background import Background, PublicationFuture
 from .host_copy import HostBuffers, cast_stream, check_publish_dtype
+from .observer import IGNORE, PublicationObserver
 from .protocol import VersionPublisher
 from .share import BalancedShare
 
@@ -77,6 +78,7 @@ class TrainerPublisher:
     ``resume``: continue from the store's newest version at the first publication.
     ``close_wait_s``: how long closing, or the interpreter's exit, waits for a
     publication in flight. ``clock``: what times the publications (tests: fake time).
+    ``observer``: told how each publication ended (:class:`wanrl_s3.TrainerMetrics`).
     """
 
     def __init__(
@@ -88,6 +90,7 @@ class TrainerPublisher:
         resume: bool = True,
         close_wait_s: float = 600.0,
         clock: Clock | None = None,
+        observer: PublicationObserver = IGNORE,
     ) -> None:
         if not isinstance(publisher, VersionPublisher):
             raise UsageError(
@@ -97,6 +100,7 @@ class TrainerPublisher:
         self.publisher = publisher
         self.dtype = check_publish_dtype(dtype)
         self.clock = clock or SYSTEM_CLOCK
+        self.observer = observer
         wait_s = require_non_negative("close_wait_s", close_wait_s)
         self._background = Background(wait_s, self.clock) if background else None
         self._buffers = HostBuffers(self.dtype) if background else None
@@ -184,7 +188,18 @@ class TrainerPublisher:
     def _publish(
         self, tensors: StateDict, version: int, metadata: Mapping[str, str]
     ) -> Publication:
-        """One publication under the policy of the module docstring."""
+        """One publication under the policy of the module docstring, told to the observer."""
+        try:
+            done = self._publish_under_policy(tensors, version, metadata)
+        except Exception as exc:
+            self.observer.fatal(version, exc)
+            raise
+        self.observer.published(done)
+        return done
+
+    def _publish_under_policy(
+        self, tensors: StateDict, version: int, metadata: Mapping[str, str]
+    ) -> Publication:
         start = self.clock.monotonic()
         try:
             if self._resume:
