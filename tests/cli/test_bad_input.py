@@ -186,7 +186,7 @@ def test_bad_flags_exit_2_with_one_line(
 
 
 # -- publishing what no manifest may describe: 2, nothing uploaded ------------------------
-def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
+def safetensors_with(path: Path, name: str, shape: object) -> Path:
     """A .safetensors file written by hand (numpy cannot make every shape we need)."""
     header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 4]}}).encode()
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0\x80\x3f")
@@ -199,11 +199,13 @@ def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
         ("w" * 1025, [1], "1025 characters"),
         ("", [1], "tensor name ''"),
         ("w", [1] * 33, "33 dimensions"),
+        ("w", "1", "shape must be a list of integers"),  # int() would read it as [1]
+        ("w", [True], "shape must be a list of integers"),
     ],
-    ids=["name-over-1024", "empty-name", "33-dimensions"],
+    ids=["name-over-1024", "empty-name", "33-dimensions", "shape-string", "shape-bool"],
 )
 def test_publishing_a_tensor_no_manifest_may_hold_exits_2_and_uploads_nothing(
-    cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path, name: str, shape: list[int],
+    cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path, name: str, shape: object,
     needle: str,
 ) -> None:  # fmt: skip
     src = safetensors_with(tmp_path / "bad.safetensors", name, shape)

@@ -122,7 +122,7 @@ def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, moto_endpoint
             ["publish", "/nonexistent.safetensors", "--store", "memory://x", "--version", "1"],
             "does not exist",
         ),
-        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "between 0"),
+        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "version number (0 to"),
         (["publish", "{src}", "--store", "ftp://host/x", "--version", "1"], "unknown store"),
         (
             [
@@ -170,3 +170,28 @@ def test_unreachable_endpoint_exits_6(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["inspect", "--store", "s3://bucket/x", "--endpoint-url", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert code == 6 and err.count("\n") == 1
+
+
+def test_a_version_number_out_of_range_exits_2_on_a_store_that_has_versions(
+    cli, url: str, tmp_path: Path
+) -> None:
+    """A bad number is bad usage (2), not a conflict with the store's newest version (4)."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    for bad in ("-1", "1000000000000"):
+        code, _, err = cli("publish", str(src), "--store", url, "--version", bad)
+        assert code == 2 and "version number (0 to" in err and err.count("\n") == 1, err
+
+
+def test_have_whose_version_metadata_is_no_ascii_number_is_identified_by_its_hashes(
+    cli, url: str, tmp_path: Path
+) -> None:
+    """'²'.isdigit() is True and int('²') fails: such metadata records no version."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    for i, odd in enumerate(("²", "١", "9" * 5000)):
+        have = write_file(tmp_path / f"have{i}.safetensors", model(1), {"wanrl_s3.version": odd})
+        out = tmp_path / f"out{i}.safetensors"
+        code, _, err = cli("pull", "--store", url, "--out", str(out), "--have", str(have))
+        assert code == 0, err
+        assert read(out) == read(src)

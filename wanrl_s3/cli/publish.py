@@ -33,6 +33,7 @@ from .common import (
     emit_json,
     human_bytes,
     roles_from_args,
+    version_number,
 )
 from .progress import ProgressBar
 
@@ -44,7 +45,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("src", metavar="SRC", help="a .safetensors file or a folder of shards")
     add_store_args(p, required=False)
     add_regions_arg(p, "publish in its mode (fanout: every region; replicate, copy: the primary)")
-    p.add_argument("--version", type=int, required=True, help="the new version number")
+    p.add_argument("--version", type=version_number, required=True, help="the new version number")
     p.add_argument(
         "--delta",
         choices=DELTA_MODES,

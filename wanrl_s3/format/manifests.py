@@ -216,7 +216,7 @@ class Manifests:
                 raise NotFoundError(f"nothing is published at {self.store.url} (no LATEST)")
             return pointer.version
         if isinstance(version, str):
-            if not version.isdigit():
+            if not (version.isascii() and version.isdigit()):  # isdigit() also takes '²'
                 raise UsageError(f"version must be a number or 'latest', got {version!r}")
             version = int(version)
         return layout.check_version(version)
