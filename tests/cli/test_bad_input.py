@@ -245,6 +245,31 @@ def test_a_worker_prints_only_its_own_lines(
     assert "credentials" not in done.stderr.lower()  # ... and botocore's are not
 
 
+def test_a_failure_after_a_warning_prints_only_its_error(
+    cli: Cli, published: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    """What a command says on the way (its own notes, the library's warnings) is held until
+    it succeeds; a failure's stderr is its one error line."""
+    endpoint = ("--endpoint-url", moto_endpoint)
+    stranger = write_file(tmp_path / "stranger.safetensors", policy(9, kib=16))
+    # the command's own note ("holds no published version"), then a destination refused
+    code, err = cli("pull", "--store", published, *endpoint, "--have", str(stranger),
+                    "--out", str(tmp_path))  # fmt: skip
+    assert code == 2 and one_line_error(err) and "is a directory" in err, err
+    # the library's warning (a corrupt LATEST, which the next commit would repair), then
+    # a version that exists already
+    store = open_store(published, endpoint_url=moto_endpoint)
+    store.put_bytes(layout.LATEST_KEY, b"{not a pointer")
+    code, err = cli("publish", str(stranger), "--store", published, *endpoint, "--version", "1",
+                    "--delta", "never")  # fmt: skip
+    assert code == 4 and one_line_error(err) and "already exists" in err, err
+    # after a success the same lines are printed, below the result
+    out = tmp_path / "out.safetensors"
+    code, err = cli("pull", "--store", published, *endpoint, "--version", "1",
+                    "--have", str(stranger), "--out", str(out))  # fmt: skip
+    assert code == 0 and err == f"{stranger} holds no published version: pulled in full\n"
+
+
 def test_a_signature_with_an_unknown_field_exits_3(
     cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path
 ) -> None:

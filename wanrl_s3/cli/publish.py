@@ -9,7 +9,6 @@ the rest.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -35,6 +34,7 @@ from .common import (
     roles_from_args,
     version_number,
 )
+from .held import tell
 from .progress import ProgressBar
 
 
@@ -116,10 +116,7 @@ def run(args: argparse.Namespace) -> int:
             if streamed is None or streamed.failed is None:
                 raise
             streamed.close()  # stop fetching ahead: the keyframe needs no base
-            print(
-                f"v{streamed.version} does not verify ({streamed.failed}): publishing a keyframe",
-                file=sys.stderr,
-            )
+            tell(f"v{streamed.version} does not verify ({streamed.failed}): published a keyframe")
             result = _publish(publisher(), files, None, args.version)
         finally:
             if streamed is not None:
@@ -196,10 +193,7 @@ def _resume(
     if base_path:
         base = local_snapshot(base_path, sub)
         if base is None:
-            print(
-                f"--base {base_path} holds no published version: downloading the newest one",
-                file=sys.stderr,
-            )
+            tell(f"--base {base_path} holds no published version: used the newest one instead")
     if base is None:
         point = resume_point(sub)
         if point is not None:

@@ -10,7 +10,6 @@ expired, never as lagging; ``--prune`` deletes their status objects.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..fleet.bcast import (
@@ -24,6 +23,7 @@ from ..fleet.bcast import (
 )
 from ..fleet.status import read_statuses
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
+from .held import tell
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     measured = measure(args, now_s)
     if measured.freeze_error:
-        print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
+        tell(f"wanrl-s3: warning: {measured.freeze_error}")
     if args.json:
         emit_json({**measured.report.to_dict(), "now_s": now_s})
         return 0
