@@ -195,3 +195,15 @@ def test_have_whose_version_metadata_is_no_ascii_number_is_identified_by_its_has
         code, _, err = cli("pull", "--store", url, "--out", str(out), "--have", str(have))
         assert code == 0, err
         assert read(out) == read(src)
+
+
+@pytest.mark.parametrize("tail", ["#frag", "?versionId=3", "#"])
+def test_a_store_url_with_a_fragment_or_query_exits_2_and_writes_nowhere(
+    cli, tmp_path: Path, tail: str
+) -> None:
+    """urlsplit drops them: publishing to file:///d/store#frag would write file:///d/store."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    code, _, err = cli("publish", str(src), "--store", f"file://{tmp_path}/store{tail}",
+                       "--version", "1")  # fmt: skip
+    assert code == 2 and "query or fragment" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "store").exists()

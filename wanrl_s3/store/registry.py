@@ -78,6 +78,11 @@ def open_store(url: str, **options: Any) -> ObjectStore:
         local: Any = get_store_class("file")  # each backend has its own constructor
         return local(url, **_filter(options, {"retry"}))
     parts = urlsplit(url)
+    if parts.query or parts.fragment or url.endswith(("?", "#")):
+        raise UsageError(  # urlsplit drops them: s3://b/x#y would be s3://b/x, silently
+            f"store URL {url!r} has a query or fragment ('?' or '#'): a store URL is "
+            "SCHEME://BUCKET/PREFIX, and a prefix cannot hold '?' or '#'"
+        )
     protocol = _ALIASES.get(parts.scheme, parts.scheme)
     cls: Any = get_store_class(protocol)  # each backend has its own constructor
     if protocol == "s3":
