@@ -162,9 +162,7 @@ def test_a_directory_in_place_of_a_share_file_stops_the_worker_with_one_line(
     s3_url: str, moto_endpoint: str, tmp_path: Path, in_the_way: str
 ) -> None:
     """Retrying cannot get past it: the worker exits 2 naming it, not a retry loop."""
-    Publisher(open_store(s3_url, endpoint_url=moto_endpoint), PublishConfig()).publish(
-        model(3), 1
-    )
+    Publisher(open_store(s3_url, endpoint_url=moto_endpoint), PublishConfig()).publish(model(3), 1)
     (tmp_path / "share" / in_the_way).mkdir(parents=True)
     w = start_worker(s3_url, moto_endpoint, tmp_path / "w", "w-dir", "--share-dir",
                      str(tmp_path / "share"))  # fmt: skip
