@@ -207,3 +207,39 @@ def test_a_store_url_with_a_fragment_or_query_exits_2_and_writes_nowhere(
                        "--version", "1")  # fmt: skip
     assert code == 2 and "query or fragment" in err and err.count("\n") == 1, err
     assert not (tmp_path / "store").exists()
+
+
+def test_a_publisher_that_raced_another_for_the_next_version_deltas_on_its_version(
+    cli, url: str, moto_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v2 lands between publish v3's read of the newest version (v1) and its adoption: v3
+    goes out as a delta on v2. It was given no base, so "pull it first" (exit 2) is wrong."""
+    from wanrl_s3.cli import publish as publish_cli
+    from wanrl_s3.publish.publisher import PublishConfig, Publisher
+
+    states = {1: model(1)}
+    for v in (2, 3):  # each a few values away from the one before: a delta pays
+        states[v] = {k: a.copy() for k, a in states[v - 1].items()}
+        states[v]["model.norm.weight"][v] = v
+    for v in (1, 3):
+        write_file(tmp_path / f"v{v}.safetensors", states[v])
+    assert (
+        cli("publish", str(tmp_path / "v1.safetensors"), "--store", url, "--version", "1")[0] == 0
+    )
+    real_resume = publish_cli.resume
+
+    def raced(publisher, **kwargs):  # type: ignore[no-untyped-def]
+        if not raced.done:
+            raced.done = True
+            other = Publisher(open_store(url, endpoint_url=moto_endpoint), PublishConfig())
+            other.publish(states[2], 2)
+        return real_resume(publisher, **kwargs)
+
+    raced.done = False  # type: ignore[attr-defined]
+    monkeypatch.setattr(publish_cli, "resume", raced)
+    code, out, err = cli("publish", str(tmp_path / "v3.safetensors"), "--store", url,
+                         "--version", "3", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["base_version"] == 2
+    code, _, err = cli("pull", "--store", url, "--out", str(tmp_path / "got.safetensors"))
+    assert code == 0 and read(tmp_path / "got.safetensors") == read(tmp_path / "v3.safetensors")
