@@ -51,6 +51,7 @@ import dataclasses
 import functools
 import hashlib
 import io
+import itertools
 import json
 import logging
 import multiprocessing
@@ -1110,15 +1111,18 @@ class Campaign:
         url = self.new_store("input")
         good = self.write_model(url, 1, make_model(self.nprng, 64 * 1024))
         self.publish(url, 1, good)
+        fresh = itertools.count(2)  # each case claims a new version: one taken hides none
         for name, header in BROKEN_HEADERS.items():
             self.case("hostile_input:header")
             src = self.path(f"input/{name}.safetensors")
             raw = header.encode()
             src.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0\0\x80\x3f")
-            self.refused(url, f"a header with {name}", lambda src=src: self.publish(url, 2, src))
+            v = next(fresh)
+            self.refused(url, f"a header with {name}", lambda s=src, v=v: self.publish(url, v, s))
         for tail in ("#frag", "?versionId=2", "#"):
             self.case("hostile_input:url")
-            self.refused(url, f"store URL ...{tail}", lambda t=tail: self.publish(url + t, 2, good))
+            v = next(fresh)
+            self.refused(url, f"URL ...{tail}", lambda t=tail, v=v: self.publish(url + t, v, good))
         for bad in (-1, 10**12):
             self.case("hostile_input:version")
             self.refused(url, f"--version {bad}", lambda b=bad: self.publish(url, b, good))
