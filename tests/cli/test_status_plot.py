@@ -25,10 +25,10 @@ image = pytest.importorskip("matplotlib.image")
 
 
 def test_status_plot_writes_a_png_and_keeps_the_report(
-    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    s3_url = new_bucket_url(moto_endpoint)  # a bucket of its own on the S3 server
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    s3_url = new_bucket_url(s3_endpoint)  # a bucket of its own on the S3 server
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig())
     for v in (1, 2):
         pub.publish({"w": np.full(4, v, np.float32)}, v)
@@ -41,7 +41,7 @@ def test_status_plot_writes_a_png_and_keeps_the_report(
         if worker_id == "b":
             status = status.with_error("download of v2 failed: hash mismatch", at[2] + 1)
         store.put_bytes(layout.worker_status_key(worker_id), status.to_json())
-    argv = ["status", "--store", s3_url, "--endpoint-url", moto_endpoint]
+    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint]
     png = tmp_path / "plots" / "fleet.png"  # a folder that does not exist yet
     assert main([*argv, "--plot", str(png)]) == 0
     out = capsys.readouterr().out

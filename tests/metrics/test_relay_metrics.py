@@ -18,9 +18,9 @@ R = "wanrl_s3_relay_"
 
 
 def test_a_running_relay_exports_each_regions_version_its_copies_and_a_conflict(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+    regions = three_regions(s3_endpoint, "copy")
     path = write_regions(tmp_path / "regions.toml", regions)
     pub = Publisher(regions.store("use1"), SMALL)
     state = model(1)

@@ -27,16 +27,16 @@ W = "wanrl_s3_worker_"
 
 
 def test_a_running_worker_exports_its_version_its_costs_and_its_failures(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
-    s3_url = new_bucket_url(moto_endpoint)  # a bucket of its own on the S3 server
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    s3_url = new_bucket_url(s3_endpoint)  # a bucket of its own on the S3 server
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=10))
     state = model(1)
     first = pub.publish(state, 1)
     out = tmp_path / "w"
     flags = ("--metrics-port", "0", "--metrics-addr", "127.0.0.1")
-    proc = start_worker(s3_url, moto_endpoint, out, "w-metrics", *flags)
+    proc = start_worker(s3_url, s3_endpoint, out, "w-metrics", *flags)
     lines: list[str] = []
     try:
         url = metrics_url(proc, lines)

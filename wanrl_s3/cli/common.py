@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
+from ..format import layout
 from ..format.manifests import Manifests
 from ..format.signing import Verifier
 from ..regions.config import RegionsConfig
@@ -54,12 +55,19 @@ positive_int = _number_type(_ascii_int, lambda v: v >= 1, "an integer >= 1")
 non_negative_int = _number_type(_ascii_int, lambda v: v >= 0, "an integer >= 0")
 
 
+version_number = _number_type(
+    _ascii_int,
+    lambda v: 0 <= v <= layout.MAX_VERSION,
+    f"a version number (0 to {layout.MAX_VERSION})",
+)
+
+
 def version_arg(text: str) -> int | str:
     """``--version``: a version number (ASCII digits) or ``latest``."""
     if text == "latest":
         return text
     try:
-        value: int | str = non_negative_int(text)
+        value: int | str = version_number(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected a version number or 'latest', got {text!r}"

@@ -29,6 +29,7 @@ from ..errors import UsageError
 from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
 from .estimate_requests import add_request_flags, request_report
+from .held import tell
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
@@ -393,7 +394,7 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     request_lines, request_warnings, requests = request_report(plan, prices, args.read_limit_per_s)
     stale = stale_warning(prices, plan.price_entries, today or date.today())
     for warning in (*plan.warnings, *request_warnings, *filter(None, [stale])):
-        print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
+        tell(f"wanrl-s3: warning: {warning}")
     if args.json:  # the table first: a plot that cannot be written must not lose it
         print(json.dumps({**plan.to_dict(), "requests": requests}, indent=2))
     else:

@@ -5,9 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..errors import NotFoundError, VerificationError
 from ..format.manifest import Manifest
+from ..format.manifests import Manifests
 from ..units import count
 from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
+
+UNREADABLE = "unreadable"  # the kind of a listed version whose manifest cannot be read
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -46,13 +50,26 @@ def version_row(m: Manifest, latest: int | None) -> dict[str, Any]:
     }
 
 
+def _row(manifests: Manifests, version: int, latest: int | None) -> dict[str, Any] | None:
+    """A version's row (None if deleted since the listing); one whose manifest cannot be
+    read or verified is listed as such, with the reason: one junk manifest must not hide
+    the others."""
+    try:
+        return version_row(manifests.get(version), latest)
+    except NotFoundError:
+        return None
+    except VerificationError as exc:
+        return {"version": version, "latest": version == latest, "kind": UNREADABLE,
+                "error": str(exc)}  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     manifests = manifests_from_args(args)
     latest = manifests.latest()
     latest_v = None if latest is None else latest.version
     if args.version is not None:
         return _show_version(manifests.get(manifests.resolve(args.version)), args.json)
-    rows = [version_row(manifests.get(v), latest_v) for v in manifests.versions()]
+    rows = [r for v in manifests.versions() if (r := _row(manifests, v, latest_v)) is not None]
     if args.json:
         emit_json({"store": args.store, "latest": latest_v, "versions": rows})
         return 0
@@ -64,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
         f"{'density':>8}  created"
     )
     for r in rows:
+        if r["kind"] == UNREADABLE:
+            print(f"{r['version']:>8}{'*' if r['latest'] else ' '} {UNREADABLE}: {r['error']}")
+            continue
         density = "" if r["density"] is None else f"{r['density']:.3%}"
         base = "" if r["base_version"] is None else str(r["base_version"])
         mark = "*" if r["latest"] else " "

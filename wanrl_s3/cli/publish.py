@@ -9,12 +9,11 @@ the rest.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..errors import UsageError, VerificationError
+from ..errors import UsageError, VerificationError, VersionConflictError
 from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
@@ -34,8 +33,12 @@ from .common import (
     emit_json,
     human_bytes,
     roles_from_args,
+    version_number,
 )
+from .held import tell
 from .progress import ProgressBar
+
+RESUME_ATTEMPTS = 3  # reads of the newest version, while racing publishers move it
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -47,7 +50,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     add_regions_arg(p, "publish in its mode (fanout: every region; replicate, copy: the primary)")
     p.add_argument(
         "--version",
-        type=int,
+        type=version_number,
         required=True,
         metavar="N",
         help="the new version number, above the store's newest",
@@ -134,10 +137,7 @@ def run(args: argparse.Namespace) -> int:
             if streamed is None or streamed.failed is None:
                 raise
             streamed.close()  # stop fetching ahead: the keyframe needs no base
-            print(
-                f"v{streamed.version} does not verify ({streamed.failed}): publishing a keyframe",
-                file=sys.stderr,
-            )
+            tell(f"v{streamed.version} does not verify ({streamed.failed}): published a keyframe")
             result = _publish(publisher(), files, None, args.version)
         finally:
             if streamed is not None:
@@ -208,27 +208,50 @@ def _resume(
     The base is ``--base FILE`` (checked against the manifest, then mapped), or
     else the newest version itself, streamed in while the delta is encoded, a few
     tensors ahead in the source's ``order`` (:class:`StreamedBase`). Returns what
-    was adopted, if anything.
+    was adopted, if anything. A publisher racing this one for another version
+    number may commit between the read of the newest version and its adoption:
+    the newer one is streamed instead, as if it had been there first.
     """
-    base = None
     if base_path:
-        base = local_snapshot(base_path, sub)
-        if base is None:
-            print(
-                f"--base {base_path} holds no published version: downloading the newest one",
-                file=sys.stderr,
-            )
-    if base is None:
+        local = local_snapshot(base_path, sub)
+        if local is not None:
+            return _adopt(publisher, sub, local, version, f"--base {base_path}")
+        tell(f"--base {base_path} holds no published version: used the newest one instead")
+    for _ in range(RESUME_ATTEMPTS):
         point = resume_point(sub)
-        if point is not None:
-            base = Snapshot(point.version, StreamedBase(sub, point.version, order=order))
+        base = None if point is None else _streamed(sub, point.version, order)
+        try:
+            return _adopt(publisher, sub, base, version, None)
+        except UsageError:
+            newest = resume_point(sub)
+            if base is None or newest is None or newest.version == base.version:
+                raise
+            # another publisher committed a version since the point was read (its race was
+            # for another version number): stream that one in instead
+    raise VersionConflictError(
+        f"the newest version at {publisher.store.url} moved {RESUME_ATTEMPTS} times while "
+        f"v{version} was being prepared: too many concurrent publishers"
+    )
+
+
+def _streamed(sub: Subscriber, version: int, order: list[str]) -> Snapshot:
+    return Snapshot(version, StreamedBase(sub, version, order=order))
+
+
+def _adopt(
+    publisher: Publisher, sub: Subscriber, base: Snapshot | None, version: int, named: str | None
+) -> Mapping[str, np.ndarray] | None:
+    """resume() from ``base`` (``named`` is the flag that gave it, for a local file); what
+    was adopted, if anything. A streamed base is closed when it is refused."""
     try:
         try:
             point = resume(publisher, base=base, publishing=version)
         except UsageError as exc:
-            raise UsageError(f"--base {base_path}: {exc}" if base_path else str(exc)) from exc
-        except VerificationError as exc:  # only a --base file can fail here (see resume)
-            raise type(exc)(f"--base {base_path} is not the version it claims: {exc}") from exc
+            raise UsageError(f"{named}: {exc}" if named else str(exc)) from exc
+        except VerificationError as exc:  # only a local file can fail here (see resume)
+            if named is None:
+                raise
+            raise type(exc)(f"{named} is not the version it claims: {exc}") from exc
     except BaseException:
         if base is not None and isinstance(base.tensors, StreamedBase):
             base.tensors.close()  # nothing fetched ahead outlives the refusal

@@ -12,7 +12,6 @@ marked) and T_bcast per version, for the fleet and per region.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..fleet.bcast import (
@@ -27,6 +26,7 @@ from ..fleet.bcast import (
 from ..fleet.status import read_statuses
 from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
+from .held import tell
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     measured = measure(args, now_s)
     if measured.freeze_error:
-        print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
+        tell(f"wanrl-s3: warning: {measured.freeze_error}")
     if args.json:  # the report first: a plot that cannot be written must not lose it
         emit_json({**measured.report.to_dict(), "now_s": now_s})
     else:
@@ -120,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
         from .status_plot import plot_status
 
         written = plot_status(measured.report, args.plot)
-        print(f"plot written to {written}", file=sys.stderr if args.json else sys.stdout)
+        if args.json:  # stdout is the JSON alone
+            tell(f"plot written to {written}")
+        else:
+            print(f"plot written to {written}")
     return 0
 
 

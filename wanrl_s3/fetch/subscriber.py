@@ -184,9 +184,12 @@ class Subscriber:
         manifest, or a manifest before its payload. Such a version is not an
         error, only not yet visible, and a reader must not start on it. Checked
         for exactly what the plan from ``have_version`` reads (every manifest of
-        the chain, every payload object at its full size) by listing each
-        version's directory: one request per version, and where a role may list
-        but not read a missing key, S3 answers 403 to a GET, not 404.
+        the chain, every payload object at least at the size its manifest says)
+        by listing each version's directory: one request per version, and where
+        a role may list but not read a missing key, S3 answers 403 to a GET, not
+        404. An object longer than its manifest says holds every byte the plan
+        reads, and every byte read is verified: such a version is whole, as it is
+        to ``pull``, or a worker would wait for it forever.
         """
         listings: dict[int, dict[str, int]] = {}
 
@@ -205,10 +208,10 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
-        absent = [
+        absent = [  # shorter than the manifest says, or not there: not whole yet
             key
             for key, size in wanted.items()
-            if listed(layout.version_of_key(key) or 0).get(key) != size
+            if listed(layout.version_of_key(key) or 0).get(key, -1) < size
         ]
         if absent:
             return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"

@@ -176,6 +176,7 @@ class Manifests:
         self._pins: dict[int, str] = {}
         self._latest_pin: tuple[int, str] | None = None
         self._latest_named = -1  # the version the newest LATEST read names
+        self._latest_checked: Latest | None = None  # that pointer, as followed
         self._newest_followed = -1  # the newest version LATEST named whose manifest was read
         self._lock = threading.Lock()
 
@@ -185,11 +186,21 @@ class Manifests:
         return self._follow(latest_pointer.read(self.store))
 
     def poll_latest(self, etag: str | None) -> tuple[Latest, str] | None:
-        """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged)."""
+        """LATEST if it changed since ``etag`` (a conditional GET: cheap when unchanged).
+
+        With a verifier, an unchanged pointer is checked again too: it expires
+        while it stays the same, and a reader already at its version (a worker
+        polling) must see the freeze (SignatureError), not a quiet "nothing new".
+        """
         found = latest_pointer.poll(self.store, etag)
         if found is not None:
             self._follow(found[0])
-        return found
+            return found
+        with self._lock:
+            unchanged = self._latest_checked
+        if unchanged is not None and self.verifier is not None:
+            latest_pointer.check_signed(unchanged, self.verifier)
+        return None
 
     def _follow(self, pointer: Latest | None) -> Latest | None:
         """Check a LATEST (signed, if required; not backwards) and pin the manifest it names."""
@@ -204,6 +215,7 @@ class Manifests:
                     f"to v{pointer.version}: a rollback, not followed"
                 )
             self._latest_named = pointer.version
+            self._latest_checked = pointer
             if pointer.manifest_hash is not None:
                 self._latest_pin = (pointer.version, pointer.manifest_hash)
         return pointer
@@ -216,7 +228,7 @@ class Manifests:
                 raise NotFoundError(f"nothing is published at {self.store.url} (no LATEST)")
             return pointer.version
         if isinstance(version, str):
-            if not version.isdigit():
+            if not (version.isascii() and version.isdigit()):  # isdigit() also takes '²'
                 raise UsageError(f"version must be a number or 'latest', got {version!r}")
             version = int(version)
         return layout.check_version(version)

@@ -178,21 +178,22 @@ class GcsStore(MarkedUploads):
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         blob = self._blob(key)
-        return self._sink_read(
-            key,
-            buf,
-            lambda sink: self._call(
-                f"GET {key}",
-                lambda: blob.download_to_file(
+
+        def fill(sink: Any) -> None:
+            try:
+                blob.download_to_file(
                     sink,
                     start=offset,
                     end=offset + len(buf) - 1,
                     checksum=None,
                     retry=None,
                     timeout=self._timeout,
-                ),
-            ),
-        )
+                )
+            except gx.RequestRangeNotSatisfiable:
+                return  # the object ends before the range: nothing read, and read_into then
+                # asks its size (a truncated object, exit 3, as S3's InvalidRange)
+
+        return self._sink_read(key, buf, lambda sink: self._call(f"GET {key}", lambda: fill(sink)))
 
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
