@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
+from ..format.manifest import RUN_ID_RE
 from ..format.manifests import Manifests
 from ..format.signing import Verifier
 from ..regions.config import RegionsConfig
@@ -55,6 +56,15 @@ positive_int = _number_type(_ascii_int, lambda v: v >= 1, "an integer >= 1")
 non_negative_int = _number_type(_ascii_int, lambda v: v >= 0, "an integer >= 0")
 
 
+def run_arg(text: str) -> str:
+    """``--run``: a run id as manifests write it."""
+    if not RUN_ID_RE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected a run id (1-128 letters, digits, '.', '_' or '-'), got {text!r}"
+        )
+    return text
+
+
 def version_arg(text: str) -> int | str:
     """``--version``: a version number (ASCII digits) or ``latest``."""
     if text == "latest":
@@ -95,7 +105,10 @@ class OnceKeyring(Once):
     help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
-def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+def add_store_args(
+    parser: argparse.ArgumentParser, *, required: bool = True, reader: bool = True
+) -> None:
+    """--store and how to reach it; ``reader``: also --run (the run to follow)."""
     g = parser.add_argument_group("store")
     g.add_argument(
         "--store",
@@ -115,8 +128,18 @@ def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) ->
         default=None,
         action=OnceKeyring,
         help="refuse any version not signed by this Ed25519 public key (or by one of "
-        "the keys of this keyring file)",
+        "the keys of this keyring file); a changed file is reloaded at the next read",
     )
+    if reader:
+        g.add_argument(
+            "--run",
+            metavar="RUN_ID",
+            default=None,
+            type=run_arg,
+            help="read only versions of this run (the run id of its first version; `inspect` "
+            "shows it) and refuse any other run's, even the first time; with --verify-key "
+            "and no --run, the run of the first LATEST read",
+        )
     g.add_argument(
         "--s3-region",
         default=None,
@@ -185,16 +208,26 @@ def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectSt
 def subscriber_from_args(
     args: argparse.Namespace, store: ObjectStore | None = None, **kwargs: Any
 ) -> Subscriber:
-    return Subscriber(store or open_from_args(args), verifier=_verifier(args), **kwargs)
+    return Subscriber(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+        **kwargs,
+    )
 
 
 def manifests_from_args(args: argparse.Namespace, store: ObjectStore | None = None) -> Manifests:
     """The manifest reader of ``--store`` (signatures required with ``--verify-key``): for a
     command that reads manifests and no payload."""
-    return Manifests(store or open_from_args(args), verifier=_verifier(args))
+    return Manifests(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+    )
 
 
-def _verifier(args: argparse.Namespace) -> Verifier | None:
+def verifier_from_args(args: argparse.Namespace) -> Verifier | None:
+    """--verify-key's keyring, reloaded when its file changes; None without the flag."""
     return Verifier.from_file(args.verify_key) if args.verify_key else None
 
 

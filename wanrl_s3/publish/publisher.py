@@ -31,7 +31,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -46,7 +46,7 @@ from ..errors import (
 )
 from ..format import dtypes, hashing, latest, layout
 from ..format.manifest import Manifest, ObjectRef, TensorEntry, check_tensor
-from ..format.manifests import check_claimable, read_stored
+from ..format.manifests import check_claimable, read_stored, run_of
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
 from ..store import ObjectStore
 from ..units import MiB, require_int, require_positive
@@ -188,6 +188,9 @@ class Publisher:
         self.config = config or PublishConfig()
         self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.signer = signer
+        # the run the versions belong to (every manifest and LATEST names it, readers follow
+        # one run): the store's, learnt at the first publication, or this publisher's own
+        self.origin_run_id: str | None = None
         self._base: _Base | None = None
 
     def adopt_base(
@@ -242,7 +245,7 @@ class Publisher:
                 draft.writer.delete_objects()
                 draft = self._write(iter_items(dict(source)), version, None, held)
                 manifest = draft.manifest(self.run_id, version, metadata or {})
-        manifest = self._sign(manifest.validate())
+        manifest = self._seal(manifest)
         self._commit_manifest(manifest, (draft.writer.publish_id,), draft.writer.delete_objects)
         moved = self._advance(manifest)
         if held is not None:
@@ -259,6 +262,9 @@ class Publisher:
         """
         layout.check_version(version)
         self._check_claimable(version)
+        if self.origin_run_id is None:
+            trust = None if self.signer is None else self.signer.verifier()
+            self.origin_run_id = run_of(self.store, trust) or self.run_id
         base = self._delta_base(version)
         prior, self._base = self._base, None
         if not self._keeps_base:
@@ -408,6 +414,10 @@ class Publisher:
         return latest.Latest.of(manifest, expires_in_s=self.config.latest_expiry_s).signed(
             self.signer
         )
+
+    def _seal(self, manifest: Manifest) -> Manifest:
+        """``manifest`` bound to the run, checked by the strict reader, and signed."""
+        return self._sign(replace(manifest, origin_run_id=self.origin_run_id).validate())
 
     def _sign(self, manifest: Manifest) -> Manifest:
         if self.signer is None:
