@@ -73,7 +73,13 @@ def test_cli_keygen_sign_and_verify(tmp_path: Path, capsys) -> None:
         )
         == 0
     )
-    assert main(["publish", str(src), "--store", url, "--version", "2"]) == 0
+    capsys.readouterr()
+    # an unsigned publication onto the signed run: refused, one line naming the flag
+    assert main(["publish", str(src), "--store", url, "--version", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--signing-key" in err and "--unsigned" in err and "\n" not in err
+    assert open_store(url).exists(layout.manifest_key(2)) is False  # nothing was uploaded
+    assert main(["publish", str(src), "--store", url, "--version", "2", "--unsigned"]) == 0
     out = str(tmp_path / "o.safetensors")
     verify = ["--verify-key", str(tmp_path / "trainer.pub.pem")]
     assert main(["pull", "--store", url, "--version", "1", "--out", out, *verify]) == 0
