@@ -409,14 +409,14 @@ class Manifests:
         """Check ``m``'s signature, if required; the keyring generation it was checked under."""
         if self.verifier is None:
             return 0
-        keyring: int = self.verifier.generation
+        keyring = self.verifier.refresh()
         self.verifier.verify(m)
         return keyring
 
     def _recheck(self, entry: _Read) -> _Read:
         """A cached manifest, checked against what changed since it was read."""
         m = entry.manifest
-        if self.verifier is not None and entry.keyring != self.verifier.generation:
+        if self.verifier is not None and entry.keyring != self.verifier.refresh():
             entry = _Read(m, entry.data, self._verify(m))  # the keyring was reloaded
             with self._lock:
                 if m.version in self._cache:

@@ -160,15 +160,24 @@ class Verifier:
         except Exception as exc:  # InvalidSignature, or undecodable base64
             raise SignatureError(f"{where} has a forged or corrupt signature") from exc
 
+    def refresh(self) -> int:
+        """Reload the keyring if its file changed; the generation of the keys now in force.
+
+        A verdict reached under an older generation is stale: a caller that keeps
+        verified manifests checks them again (a key may have been revoked since).
+        """
+        if self._path is not None:
+            with self._lock:
+                stamp = _stamp(self._path)
+                if stamp != self._stamp:
+                    self._stamp = stamp
+                    self._reload(self._path)
+        return self.generation
+
     def _current(self) -> dict[str, Any]:
         """The trusted keys, reloaded first when the keyring file changed."""
-        if self._path is None:
-            return self._keys
+        self.refresh()
         with self._lock:
-            stamp = _stamp(self._path)
-            if stamp != self._stamp:
-                self._stamp = stamp
-                self._reload(self._path)
             if self._broken is not None:
                 raise SignatureError(
                     f"the keyring {self._path} cannot be used ({self._broken}): every version "
