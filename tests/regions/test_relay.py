@@ -271,6 +271,11 @@ def test_with_a_key_the_relay_relays_only_signed_versions_of_one_run(
             primary.put_bytes(key, theirs.get_bytes(key))
         with pytest.raises(VerificationError, match="belongs to run"):
             relay.sync_once()
+        with (  # a relay started for one pass follows the run the replicas hold
+            Relay.from_regions(regions, verifier=verifier) as once,
+            pytest.raises(VerificationError, match="belongs to run"),
+        ):
+            once.sync_once()
         primary.delete(planted)
         primary.put_bytes(layout.LATEST_KEY, pointer)
         state = nudge(state, 2)

@@ -23,7 +23,7 @@ import threading
 from ..errors import UsageError
 from ..regions.config import load_regions
 from ..regions.relay import Relay, RelayConfig
-from .common import OnceKeyring, verifier_from_args
+from .common import OnceKeyring, run_arg, verifier_from_args
 
 log = logging.getLogger("wanrl_s3.regions.relay")
 
@@ -54,6 +54,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "one of the keys of this keyring file (reloaded when it changes)",
     )
     p.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        default=None,
+        type=run_arg,
+        help="relay only this run (the run id of its first version; default with "
+        "--verify-key: the run the replicas' signed LATEST names, else the primary's)",
+    )
+    p.add_argument(
         "--once",
         action="store_true",
         help="bring every replica up to date once, then exit (cron, scripts)",
@@ -79,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 relay: %(message)s"
     )
     verifier = verifier_from_args(args)
-    with Relay.from_regions(regions, config, verifier=verifier) as relay:
+    with Relay.from_regions(regions, config, verifier=verifier, run=args.run) as relay:
         log.info(
             "relaying %s (%s) to %s",
             regions.primary,

@@ -27,9 +27,13 @@ needs are not copied: workers only ever want the newest.
 The primary is read like any reader reads it (:mod:`wanrl_s3.format.manifests`):
 each manifest bounded and checked against the digest its LATEST or its
 successor pins, and, with a ``verifier`` (``--verify-key``), signed by a
-trusted key, as is LATEST, which also must not have expired; the relay then
-follows one run, like a worker. So an edited, forged or foreign manifest is
-not relayed, and a LATEST that moves backwards is refused rather than followed.
+trusted key, as is LATEST, which also must not have expired. The relay then
+follows one run, like a worker: the one it is given (``--run``), else the run
+of the replicas' own signed LATEST (what it relayed before: a relay started
+by cron for one pass must not take another run's version planted in the
+primary), else the primary's first. So an edited, forged or foreign manifest
+is not relayed, and a LATEST that moves backwards is refused rather than
+followed.
 
 **Repair.** At its first pass, and whenever the primary's LATEST changes
 without naming a newer version (the primary was repaired), the relay checks
@@ -105,7 +109,8 @@ class RelayedVersion:
 class Relay:
     """Copies versions from ``source`` to each store of ``replicas`` (named by region).
 
-    ``verifier``: relay only versions (and a LATEST) signed by its keys, of one run.
+    ``verifier``: relay only versions (and a LATEST) signed by its keys, of one run
+    (``run``, else the run the replicas hold; see the module docstring).
     """
 
     def __init__(
@@ -115,6 +120,7 @@ class Relay:
         config: RelayConfig | None = None,
         *,
         verifier: Verifier | None = None,
+        run: str | None = None,
     ) -> None:
         if not replicas:
             raise UsageError("the relay needs at least one replica region to copy to")
@@ -133,8 +139,10 @@ class Relay:
         self._synced: dict[str, str | None] = {}  # per replica: the primary ETag it matches
         self._present: dict[str, set[int]] = {name: set() for name in self.replicas}
         self.refused: dict[str, str] = {}  # per replica: why the last pass failed there
-        # the primary's manifests, verified and pinned from its LATEST down, kept as stored
-        self._manifests = Manifests(source, keep_bytes=True, verifier=verifier)
+        self._run = run
+        # the primary's manifests, verified and pinned from its LATEST down, kept as stored;
+        # made at the first pass, once the run to follow is known
+        self._primary: Manifests | None = None
 
     @classmethod
     def from_regions(
@@ -143,6 +151,7 @@ class Relay:
         config: RelayConfig | None = None,
         *,
         verifier: Verifier | None = None,
+        run: str | None = None,
         **store_options: Any,
     ) -> Relay:
         """Primary to every other region of a regions file (its mode should be ``copy``)."""
@@ -151,6 +160,7 @@ class Relay:
             {r.name: r.store(**store_options) for r in regions.replicas},
             config,
             verifier=verifier,
+            run=run,
         )
 
     def close(self) -> None:
@@ -210,6 +220,29 @@ class Relay:
         if failures:
             raise failures[0]
         return done
+
+    @property
+    def _manifests(self) -> Manifests:
+        if self._primary is None:
+            run = self._run or (None if self.verifier is None else self._replicas_run())
+            self._primary = Manifests(self.source, keep_bytes=True, verifier=self.verifier, run=run)
+        return self._primary
+
+    def _replicas_run(self) -> str | None:
+        """The run of the first replica whose LATEST a trusted key signed (expired or not)."""
+        for name, replica in self.replicas.items():
+            try:
+                pointer = latest.read(replica)
+                if pointer is None or self.verifier is None:
+                    continue
+                self.verifier.verify_bytes(pointer.signing_bytes(), pointer.signature, "LATEST")
+            except (ManifestError, SignatureError) as exc:
+                log.info("%s: its LATEST tells no run to follow (%s)", name, exc)
+                continue
+            if pointer.origin_run_id is not None:
+                log.info("following run %s, the one %s holds", pointer.origin_run_id, name)
+                return pointer.origin_run_id
+        return None
 
     def _forget_checks(self) -> None:
         self._synced.clear()
