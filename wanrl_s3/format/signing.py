@@ -133,12 +133,6 @@ class Verifier:
         """
         return cls(_pems(_read(path, "public key"), str(path)), path=str(path))
 
-    @property
-    def key_ids(self) -> list[str]:
-        """The ids of the trusted keys, as signatures name them."""
-        with self._lock:
-            return sorted(self._keys)
-
     def verify(self, manifest: Manifest) -> None:
         """Refuse ``manifest`` unless one of the trusted keys signed it."""
         self.verify_bytes(
