@@ -1222,15 +1222,17 @@ def summary(c: Campaign) -> dict[str, Any]:
     }
 
 
+SHORT = ("part", "forg", "lost", "stuck", "trace", "relay", "heal", "base", "plant")  # COUNTERS
+
+
 def table(report: dict[str, Any]) -> str:
-    head = f"{'kind':38} {'count':>5} {'retries':>7} {'faults':>6} {'part':>4} {'forg':>4} "
-    head += f"{'lost':>4} {'stuck':>5} {'trace':>5}  exit codes"
-    rows = [head]
+    head = f"{'kind':34} {'count':>5} {'retries':>7} {'faults':>6} "
+    rows = [head + " ".join(f"{name:>{len(name)}}" for name in SHORT) + "  exit codes"]
     for kind, k in report["kinds"].items():
         rows.append(
-            f"{kind:38} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
-            f"{k['partial_installs']:4d} {k['forged_installs']:4d} {k['versions_lost']:4d} "
-            f"{k['stuck_workers']:5d} {k['tracebacks']:5d}  "
+            f"{kind:34} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
+            + " ".join(f"{k[c]:{len(name)}d}" for c, name in zip(COUNTERS, SHORT, strict=True))
+            + "  "
             + " ".join(f"{code}:{n}" for code, n in k["exits"].items())
         )
     rows.append("totals: " + ", ".join(f"{k} {report[k]}" for k in COUNTERS))
