@@ -2,9 +2,14 @@
 
 Reads the regions file (its mode must be ``copy``), watches the primary's
 LATEST and commits each new version in every replica: payload objects
-(server-side within one S3 service, else streamed), then the manifest, then
-LATEST, forwards only. One log line per version and region. Run one relay per
-run, with the publisher's credentials; SIGTERM or Ctrl-C stops it cleanly.
+(server-side within one S3 service, else streamed), read back and checked
+against the manifest's hashes, then the manifest, then LATEST, forwards only.
+A copy that does not verify is refused (one log line naming the version and
+region; ``--once`` then exits 3) and tried again on the next pass, and a replica
+whose copy differs from the primary's is repaired. With ``--verify-key`` only
+versions signed by a trusted key, of one run, are relayed. One log line per
+version and region. Run one relay per run, with the publisher's credentials;
+SIGTERM or Ctrl-C stops it cleanly.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import threading
 from ..errors import UsageError
 from ..regions.config import load_regions
 from ..regions.relay import Relay, RelayConfig
+from .common import OnceKeyring, run_arg, verifier_from_args
 
 log = logging.getLogger("wanrl_s3.regions.relay")
 
@@ -40,6 +46,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="seconds between two looks at the primary's LATEST",
     )
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects copied at once")
+    p.add_argument(
+        "--verify-key",
+        metavar="PUBLIC.pem",
+        default=None,
+        action=OnceKeyring,
+        help="relay only versions (and a LATEST) signed by this Ed25519 public key, or by "
+        "one of the keys of this keyring file (reloaded when it changes)",
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        default=None,
+        type=run_arg,
+        help="relay only this run (the run id of its first version) (default: with "
+        "--verify-key, the run the replicas' signed LATEST names, else the primary's LATEST's; "
+        "without, any run)",
+    )
     p.add_argument(
         "--once",
         action="store_true",
@@ -65,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 relay: %(message)s"
     )
-    with Relay.from_regions(regions, config) as relay:
+    verifier = verifier_from_args(args)
+    with Relay.from_regions(regions, config, verifier=verifier, run=args.run) as relay:
         log.info(
             "relaying %s (%s) to %s",
             regions.primary,
