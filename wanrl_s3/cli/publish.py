@@ -136,7 +136,12 @@ def run(args: argparse.Namespace) -> int:
         require_conditional_writes(store)
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
     verifier = verifier_from_args(args)
-    check_signing(stores[0], signer is not None, unsigned_ok=args.unsigned)
+    check_signing(
+        stores[0],
+        signer is not None,
+        unsigned_ok=args.unsigned,
+        fix="pass --signing-key PRIVATE.pem, or --unsigned to publish unsigned anyway",
+    )
 
     def publisher() -> Publisher:
         return Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)

@@ -158,12 +158,14 @@ def _untrusted(chain: list[Manifest], trust: Verifier | None) -> str | None:
     return None
 
 
-def check_signing(store: ObjectStore, signing: bool, *, unsigned_ok: bool) -> None:
+def check_signing(store: ObjectStore, signing: bool, *, unsigned_ok: bool, fix: str) -> None:
     """Refuse an unsigned publication onto a run whose versions are signed.
 
     Its verifying readers would refuse it and every version after it until the
     next signed keyframe, each of them looping on "LATEST is not signed". A
-    caller that means it says so (``unsigned_ok``). A corrupt LATEST tells nothing.
+    caller that means it says so (``unsigned_ok``). ``fix``: how the caller's
+    user signs, or says so (the CLI's flags, the library's arguments). A corrupt
+    LATEST tells nothing.
     """
     if signing or unsigned_ok:
         return
@@ -174,8 +176,8 @@ def check_signing(store: ObjectStore, signing: bool, *, unsigned_ok: bool) -> No
     if pointer is not None and pointer.signature is not None:
         raise UsageError(
             f"{store.url} holds a signed run (LATEST v{pointer.version} is signed by key "
-            f"{pointer.signature.get('key_id')}): pass --signing-key PRIVATE.pem, or --unsigned "
-            "to publish unsigned anyway (readers with --verify-key will refuse it)"
+            f"{pointer.signature.get('key_id')}): {fix} (readers that verify signatures "
+            "will refuse an unsigned version)"
         )
 
 
