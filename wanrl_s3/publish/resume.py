@@ -5,8 +5,9 @@ keyframe for every version just because this process has never published: the
 store already holds the last version's bits. :func:`resume` adopts them
 (verified, from the store or from a local copy the caller names) as the
 publisher's delta base, so the next publication is a delta again, and says which
-version a new publication must be newer than. The CLI's ``publish`` and the verl
-trainer side both resume through here.
+version a new publication must be newer than. The CLI's ``publish`` and the
+trainer core (:class:`~wanrl_s3.TrainerPublisher`, which the verl adapter drives)
+both resume through here.
 
 A base is adopted only if the readers will trust it: a publisher that signs,
 or is given the readers' keyring, adopts a newest version only when every
