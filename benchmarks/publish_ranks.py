@@ -12,7 +12,7 @@ waits at a barrier and publishes version 1: it encodes and uploads its share
 commits. The time is from the barrier to the last rank's return (the commit
 included); MB/s is the snapshot's bytes over that time.
 
-The endpoint is moto's server, in its own process (``wanrl_s3.testing.local_s3``),
+The endpoint is moto's server, in its own process (``wanrl_s3.testing.local_moto``),
 so it shares no GIL with a publisher. Next to each figure: the CPU the endpoint
 used (cores: its CPU seconds over the wall time; one Python process cannot use
 much more than one), the publishing processes' CPU, and the whole machine's busy
@@ -48,7 +48,7 @@ import ml_dtypes
 import numpy as np
 
 from wanrl_s3 import PublishConfig, ShardedPublisher, open_store
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_moto, make_bucket
 
 MiB = 2**20
 TENSOR_BYTES = 64 * MiB
@@ -158,7 +158,7 @@ def machine_busy_ticks() -> int:
 
 
 def endpoint_pid() -> int:
-    """The moto server local_s3 started: our child running ThreadedMotoServer."""
+    """The moto server local_moto started: our child running ThreadedMotoServer."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
@@ -228,7 +228,7 @@ def main() -> int:
         address, hosts = "127.0.0.1", None
         if args.uplink_mbit is not None:
             address, hosts = stack.enter_context(shaped_hosts(max(counts), args.uplink_mbit))
-        endpoint = stack.enter_context(local_s3(ip_address=address))
+        endpoint = stack.enter_context(local_moto(ip_address=address))
         moto_pid = endpoint_pid()
         for ranks in counts:
             runs = [one_run(endpoint, moto_pid, ranks, hosts) for _ in range(args.repeat)]

@@ -31,7 +31,7 @@ from wanrl_s3.testing import (
     azurite_connection_string_parts,
     local_azure,
     local_gcs,
-    local_s3,
+    local_moto,
     make_azure_container,
     make_bucket,
     make_gcs_bucket,
@@ -144,7 +144,7 @@ def run(c: Candidate, total_bytes: int, pool: ThreadPoolExecutor) -> dict[str, A
 
 @contextmanager
 def s3_candidates(pool: ThreadPoolExecutor) -> Iterator[list[Candidate]]:
-    with local_s3() as endpoint:
+    with local_moto() as endpoint:
         bucket = make_bucket(endpoint)
         found = [ours(open_store(f"s3://{bucket}", endpoint_url=endpoint), pool, "s3 boto3 (ours)")]
         try:

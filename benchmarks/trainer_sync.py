@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_moto, make_bucket
 from wanrl_s3_verl.backend import WanrlS3CheckpointEngine
 
 GiB = 2**30
@@ -194,7 +194,7 @@ def main() -> None:
     weights = make_weights(args.gib, args.tensors)
     load_before = os.getloadavg()[0]
     rows: list[dict[str, Any]] = []
-    with local_s3() as endpoint:
+    with local_moto() as endpoint:
         for background in (True, False):
             rows += run_mode(endpoint, weights, background, args)
     result = {

@@ -35,7 +35,7 @@ from wanrl_s3 import (
     pull_to_file,
     write_file,
 )
-from wanrl_s3.testing import local_s3, make_bucket
+from wanrl_s3.testing import local_moto, make_bucket
 
 MiB = 2**20
 OBJECT_BYTES = PublishConfig().object_bytes
@@ -110,7 +110,7 @@ def main() -> None:
         nbytes = make_snapshot(src, args.gib)
         split(src, work / "pieces", OBJECT_BYTES)
         tensors = dict(SafetensorsFile(src).items())
-        with local_s3() as endpoint:
+        with local_moto() as endpoint:
             bucket = make_bucket(endpoint, "bench")
             store = open_store(f"s3://{bucket}/wanrl", endpoint_url=endpoint)
             cfg = PublishConfig(delta="never", concurrency=args.concurrency)

@@ -57,7 +57,7 @@ from wanrl_s3 import PublishConfig, Publisher, SafetensorsFile, open_store
 from wanrl_s3.testing import (
     dims_for_params,
     llama_like_layout,
-    local_s3,
+    local_moto,
     make_bucket,
     nudge_state,
     random_bf16_state,
@@ -362,7 +362,7 @@ def main() -> None:
     require_root("benchmarks/wan.py")
     work = Path(tempfile.mkdtemp(prefix="wanrl-wan-"))
     try:
-        with local_s3() as endpoint, shaped_link(args.mbit) as link:
+        with local_moto() as endpoint, shaped_link(args.mbit) as link:
             state = snapshot_state(args.weights, args.mib, work)
             sizes = publish_versions(endpoint, state, args.density / 100)
             del state

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from wanrl_s3 import SafetensorsFile
-from wanrl_s3.testing import CREDENTIALS, local_s3, make_bucket, worker_command
+from wanrl_s3.testing import CREDENTIALS, local_moto, make_bucket, worker_command
 
 GiB = 2**30
 SAMPLE_S = 0.02
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> Result:
         env["PYTHONPATH"] = args.pythonpath
     rows: list[dict[str, float]] = []
     most = Held(0, 0)
-    with local_s3() as endpoint:
+    with local_moto() as endpoint:
         url = f"s3://{make_bucket(endpoint)}/disk"
         store = ["--store", url, "--endpoint-url", endpoint]
 

@@ -3,8 +3,9 @@
     make demo                                    # about 3 minutes on 2 CPU cores
     .venv/bin/python examples/demo.py --help     # sizes, kappa, --delta, --out-dir
 
-1. Starts a local S3 endpoint (moto on 127.0.0.1) with one bucket per region
-   (us-east, eu-west); the learner publishes to both (fanout mode).
+1. Starts a local S3 server (SeaweedFS, a real one, on free ports of 127.0.0.1,
+   its data in a temporary folder) with one bucket per region (us-east,
+   eu-west); the learner publishes to both (fanout mode).
 2. Starts four rollout worker processes, two per region. Each watches its own
    region's bucket, installs every verified version between two batches, samples
    completions from the policy it holds while the next version downloads, tags
@@ -17,8 +18,9 @@
    of its values per version, to the same fleet: the case where deltas pay,
    against the small policy where ``auto`` rightly ships full snapshots.
 5. Prints the report (versions, phases, T_bcast at 90% from the workers' status
-   objects, admission, reward, the planner beside the measurements, the 8B
-   reference point) and writes it as JSON with a PNG beside it.
+   objects, admission, reward, the planner's models fed with what the run
+   measured beside what it measured, the 8B reference point) and writes it as
+   JSON with a PNG beside it.
 
 Exits 1 if any worker installed bits that differ from what the learner
 published, if a trajectory older than the budget was trained on, or if no
@@ -32,6 +34,7 @@ import json
 import multiprocessing as mp
 import os
 import queue
+import statistics
 import sys
 import threading
 import time
@@ -43,6 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the rl_demo_* helpers
 
+import rl_demo_planner as plan
 import rl_demo_report as rep
 import torch
 from rl_demo_fleet import RUNS, WorkerSpec, run_worker
@@ -58,7 +62,7 @@ from wanrl_s3 import (
     WanrlError,
     open_store,
 )
-from wanrl_s3.testing import llama_like_layout, local_s3, make_bucket
+from wanrl_s3.testing import CREDENTIALS, llama_like_layout, local_s3, make_bucket
 
 HERE = Path(__file__).resolve().parent
 REGIONS = ("us-east", "eu-west")
@@ -106,6 +110,18 @@ class DemoConfig:
     def workers(self) -> int:
         return self.workers_per_region * len(REGIONS)
 
+    @property
+    def queue_groups(self) -> int:
+        """Each of the two queues (workers -> learner, and the filter's): a quarter step."""
+        return max(1, self.groups_per_step // 4)
+
+    @property
+    def queue_rollouts(self) -> int:
+        """Trajectories the fleet can bank while the learner trains: both queues, the group
+        the intake thread holds, and each worker's batch waiting for room."""
+        groups = 2 * self.queue_groups + 1 + self.workers * self.worker_groups_per_batch
+        return groups * self.group
+
 
 def large_layout(preset: str, layers: int) -> list[tuple[str, tuple[int, ...]]]:
     """The first ``layers`` decoder layers of a preset (no embeddings, no head).
@@ -135,7 +151,7 @@ class _Fleet:
     def start(cls, cfg: DemoConfig, endpoint: str, urls: dict[str, dict[str, str]]) -> _Fleet:
         ctx = _fork_server()
         # small queues: every group buffered is a group that ages before it is trained on
-        trajectories = ctx.Queue(maxsize=max(1, cfg.groups_per_step // 4))
+        trajectories = ctx.Queue(maxsize=cfg.queue_groups)
         events_q, stop = ctx.Queue(), ctx.Event()
         specs = [
             WorkerSpec(
@@ -274,7 +290,7 @@ def _learn(
         "large": Channel(pubs["large"], latest_only=True),
     }
     filt: StalenessFilter[dict[str, Any]] = StalenessFilter(
-        StalenessConfig.from_kappa(cfg.kappa), queue.Queue(maxsize=max(1, cfg.groups_per_step // 4))
+        StalenessConfig.from_kappa(cfg.kappa), queue.Queue(maxsize=cfg.queue_groups)
     )
     intake = Intake(fleet.trajectories, filt)
 
@@ -354,7 +370,6 @@ def _report(
         "versions": {run: [r.to_dict() for r in pubs[run].records] for run in RUNS},
         "installs": phases,
         "phase_medians": {run: rep.phase_medians(phases, run) for run in RUNS},
-        "bcast_breakdown": {run: rep.bcast_breakdown(phases, run) for run in RUNS},
         "delta_lever": {
             run: rep.delta_lever(
                 [r.to_dict() for r in pubs[run].records],
@@ -377,57 +392,52 @@ def _report(
 
 
 def _planner(cfg: DemoConfig, report: dict[str, Any]) -> dict[str, Any]:
-    steps = report["steps"]
-    sizes = report["sizes"]
-    rates = [
-        s["groups"] * cfg.group / s["sample_s"]
-        for s in report["workers"].values()
-        if s["sample_s"] > 0
-    ]
+    """The planner's models fed with this run's measurements, beside what it measured."""
+    polls = {"policy": cfg.poll_interval_s, "large": cfg.large_poll_interval_s}
+    bcast = {run: plan.t_bcast(report, run, polls[run]) for run in RUNS}
+    # The rule's T_bcast runs from the publish call to 90% of the fleet generating.
+    since_call = {
+        run: None if b["predicted_s"] is None else plan.publish_s(report, run) + b["predicted_s"]
+        for run, b in bcast.items()
+    }
+    learner = plan.learner(report, report["config"], cfg.queue_rollouts, since_call["policy"])
     fulls = [v for v in report["versions"]["large"] if v["kind"] == "full"]
     biggest = max(fulls, key=lambda v: v["stored_bytes"])
     common = {
-        "t_train_s": rep._median([s["train_s"] for s in steps]),
+        "t_train_s": learner["inputs"]["t_train_s"],
         "batch": cfg.groups_per_step * cfg.group,
         "staleness": cfg.staleness,
-        "worker_rollouts_per_s": rep._median(rates),
+        "worker_rollouts_per_s": statistics.median(learner["inputs"]["worker_rollouts_per_s"]),
         "workers": cfg.workers,
-        "downlink_mbps": rep.downlink_mbps(report["installs"]),
+        "downlink_mbps": statistics.median(
+            w["link"]["downlink_mbps"] for w in bcast["policy"]["model"]["workers"].values()
+        ),
         "upload_mbps": biggest["stored_bytes"] * len(REGIONS) * 8e-6 / biggest["upload_commit_s"],
         "regions": len(REGIONS),
-        "poll_interval_s": cfg.poll_interval_s,
+        "dropped_fraction": learner["inputs"]["dropped_fraction"],
     }
-    bubble = sum(s["wait_s"] for s in steps) / sum(s["wait_s"] + s["train_s"] for s in steps)
-    out = {}
-    for run, params in (("policy", sizes["policy_params"]), ("large", sizes["large_params"])):
-        versions = report["versions"][run][1:]
-        density = rep._median_of([v["changed_fraction"] for v in versions]) or 1.0
-        kinds = [v["kind"] for v in versions]
-        topology = (
-            "object_storage_delta"
-            if kinds.count("delta") > len(kinds) / 2
-            else ("object_storage_full")
-        )
-        measured = [
-            v["t_bcast_s"]
-            for v in report["t_bcast"][run]["fleet"]["versions"][1:]
-            if v["t_bcast_s"] is not None
-        ]
-        out[run] = rep.planner_here(
+    idle = {k: learner[k] for k in ("predicted_share", "measured_share", "within_10_points")}
+    out: dict[str, Any] = {"learner": learner}
+    for run, params in (("policy", "policy_params"), ("large", "large_params")):
+        density = rep._median_of([v["changed_fraction"] for v in report["versions"][run][1:]])
+        rule = plan.capacity_rule(
             {
                 **common,
-                "params": params,
-                "density": max(density, 1e-6),
-                "topology": topology,
-                "measured": {
-                    "t_bcast_s_median": rep._median(measured),
-                    "t_bcast_s_max": max(measured, default=None),
-                    "learner_bubble": bubble,
-                },
+                "params": report["sizes"][params],
+                "density": max(density or 1.0, 1e-6),
+                "poll_interval_s": polls[run],
+                "t_bcast_s": since_call[run],
             }
         )
+        # The learner's trajectories carry the policy run's versions: the large run reaches
+        # it only through the workers' time spent installing it, in the measured pool rate.
+        out[run] = {
+            "t_bcast": bcast[run],
+            "capacity_rule": rule,
+            "learner_idle": {**idle, "versions_from": "policy"},
+        }
     large_density = rep._median_of([v["changed_fraction"] for v in report["versions"]["large"]])
-    out["reference_8b"] = rep.planner_8b(large_density or 0.01)
+    out["reference_8b"] = plan.planner_8b(large_density or 0.01)
     return out
 
 
@@ -476,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg, out_dir = _parse(argv)
     out_dir.mkdir(parents=True, exist_ok=True)
     say = Progress()
+    os.environ.update(CREDENTIALS)  # the local server's keys, for us and the workers
     try:
         with local_s3() as endpoint:
             say(f"local S3 endpoint {endpoint}; starting {cfg.workers} rollout worker processes")

@@ -12,12 +12,17 @@ After each install the worker writes its status object (exactly what
 ``wanrl-s3 worker`` writes, so ``wanrl-s3 status`` reads it) and tells the demo
 what it installed together with a BLAKE3 digest of the bits it now holds: the
 learner compares that digest with the bits it published, an end-to-end check
-that does not trust the library's own verification.
+that does not trust the library's own verification. A probe thread times a HEAD
+to the worker's bucket now and then, and the summary it sends at the end
+carries those times and where its wall clock went, for the planner beside the
+run (rl_demo_planner).
 """
 
 from __future__ import annotations
 
 import queue
+import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -46,6 +51,42 @@ class WorkerSpec:
     group: int
     poll_interval_s: Mapping[str, float]  # run -> seconds between polls of LATEST
     seed: int
+    probe_interval_s: float = 0.5  # between the timed HEADs of RequestProbe
+
+
+class RequestProbe:
+    """Times one HEAD of LATEST at a jittered interval, on its own thread, for the planner.
+
+    The fleet model charges each request its round trip to the bucket (the
+    link's delay plus the store's answer time). Timed from a thread beside the
+    sampling loop, as the watchers' own requests run, it includes the waits
+    they see for the server and for this process's interpreter.
+    """
+
+    def __init__(self, store: Any, interval_s: float, seed: int) -> None:
+        self.store = store
+        self.interval_s = interval_s
+        self.samples_s: list[float] = []
+        self.error: str | None = None
+        self._rng = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="request-probe", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s * self._rng.uniform(0.5, 1.5)):
+            t0 = time.perf_counter()
+            try:
+                self.store.head("LATEST")
+            except Exception as exc:  # seen in the summary; the demo goes on without it
+                self.error = f"{type(exc).__name__}: {exc}"
+                continue
+            self.samples_s.append(time.perf_counter() - t0)
+
+    def stop(self) -> list[float]:
+        self._stop.set()
+        self._thread.join(5)
+        return list(self.samples_s)
 
 
 class _Run:
@@ -95,14 +136,23 @@ def run_worker(spec: WorkerSpec, trajectories: Any, events: Any, stop: Any) -> N
     runs = {run: _Run(spec, run, sub) for run, sub in subs.items()}
     for r in runs.values():
         r.watcher.start()
+    probe = RequestProbe(subs["policy"].store, spec.probe_interval_s, spec.seed)
     events.put({"event": "ready", "worker": spec.worker_id})
-    stats = {"groups": 0, "sample_s": 0.0, "blocked_s": 0.0, "started_s": time.time()}
+    stats = {
+        "groups": 0,
+        "sample_s": 0.0,
+        "blocked_s": 0.0,  # waiting for room on the full queue
+        "unserved_s": 0.0,  # holding no policy yet: nothing to sample from
+        "started_s": time.time(),
+    }
     try:
         while not stop.is_set():
             _install_all(runs, model, large, events, spec)
             version = runs["policy"].watcher.installed_version
             if version is None:
+                t0 = time.perf_counter()
                 runs["policy"].watcher.wait_ready(timeout_s=0.2)
+                stats["unserved_s"] += time.perf_counter() - t0
                 continue
             t0 = time.perf_counter()
             batch = _generate(model, spec, version, gen)
@@ -115,6 +165,7 @@ def run_worker(spec: WorkerSpec, trajectories: Any, events: Any, stop: Any) -> N
     finally:
         for r in runs.values():
             r.watcher.stop()
+        request_s = probe.stop()
         events.put(
             {
                 "event": "summary",
@@ -122,6 +173,8 @@ def run_worker(spec: WorkerSpec, trajectories: Any, events: Any, stop: Any) -> N
                 "region": spec.region,
                 "stopped_s": time.time(),
                 "errors": {name: r.watcher.last_error for name, r in runs.items()},
+                "request_s": request_s,
+                "probe_error": probe.error,
                 **stats,
             }
         )

@@ -152,51 +152,144 @@ def _admission(r: dict[str, Any]) -> None:
     )
 
 
+PHASE_LABELS = {
+    "commit_to_seen": "commit->seen",
+    "seen_to_first_byte": "seen->first byte",
+    "download": "download",
+    "verify_install": "verify+install",
+    "batch_boundary": "batch boundary",
+}
+
+
 def _planner(r: dict[str, Any]) -> None:
+    p = r["planner"]
+    print(
+        "the planner beside this run (the fleet model of `wanrl-s3 estimate --fleet` and the "
+        "learner model, fed with what this run measured; docs/sizing-and-cost.md):"
+    )
     for run in ("policy", "large"):
-        p = r["planner"][run]
-        i = p["inputs"]
+        _planner_run(run, p[run], r["config"]["workers"])
+    if (
+        "infeasible" in p["policy"]["capacity_rule"]
+        and not p["learner"]["predicted"]["version_wait_s"]
+    ):
         print(
-            f"planner for this setup, {run} run (measured inputs: T_train {i['t_train_s']:.3f} s, "
-            f"batch {i['batch']}, {i['worker_rollouts_per_s']:.0f} rollouts/s per worker, "
-            f"downlink {i['downlink_mbps']:,.0f} Mbit/s, upload {i['upload_mbps']:,.0f} Mbit/s, "
-            f"density {i['density']:.1%})"
+            "  (the rule's gate holds for a learner kept busy: with enough workers its steps "
+            "take T_train and the broadcast overruns them; this one waits for trajectories, "
+            "and its longer steps give the broadcast the time, as the line below shows)"
         )
-        if "infeasible" in p:
-            print(f"  estimate: infeasible: {p['infeasible']}")
-            continue
-        m = p["measured"]
-        b = r["bcast_breakdown"][run]
+    _learner(p["learner"])
+    _reference_8b(p["reference_8b"])
+
+
+def _planner_run(run: str, p: dict[str, Any], workers: int) -> None:
+    if "unavailable" in p["t_bcast"]:
+        print(f"  {run} run: T_bcast at 90% not predicted: {p['t_bcast']['unavailable']}")
+        return
+    b, m = p["t_bcast"], p["t_bcast"]["model"]
+    kind = "a delta" if m["delta"] else "a full version"
+    verdict = "within 25%" if b["within_25_percent"] else "off by more than 25%"
+    print(
+        f"  {run} run, {kind} of {m['payload_gb'] * 1e3:.2f} MB: T_bcast at 90% predicted "
+        f"{b['predicted_s']:.2f} s, measured median {b['measured_median_s']:.2f} s (max "
+        f"{b['measured_max_s']:.2f} s): {b['ratio']:.2f}x, {verdict}"
+    )
+    links = m["workers"].values()
+    for name, w in m["workers"].items():
+        if w["probe_error"] or not w["probe_samples"]:
+            print(
+                f"    {name}: {w['probe_samples']} request round trips timed (a HEAD failed: "
+                f"{w['probe_error']}); with none the model has 0 ms"
+            )
+    rtts = [w["link"]["rtt_ms"] for w in links]
+    downs = [w["link"]["downlink_mbps"] for w in links]
+    print(
+        f"    fed: requests {min(rtts):.0f}-{max(rtts):.0f} ms (each worker's HEADs), "
+        f"downlinks {min(downs):,.0f}-{max(downs):,.0f} Mbit/s, commit {m['commit_s']:.2f} s "
+        f"(its requests split by region), poll {m['poll_interval_s']:g} s, verify+install and "
+        f"batch boundary as measured"
+    )
+    pred, meas = b["phases_predicted_s"], b["phases_measured_s"]
+    print(
+        f"    {b['worker_at_90']}, at 90% in the model, per install, model / measured mean (s): "
+        + ", ".join(f"{PHASE_LABELS[k]} {pred[k]:.2f}/{meas[k]:.2f}" for k in PHASE_LABELS)
+        + f"; a version's 90% of {workers} workers {b['gaps_s']['spread']:+.2f} beyond "
+        "this worker's mean"
+    )
+    for term in b["missing_terms"].values():
+        asked = term.get("unpublished_numbers_asked_median")
+        extra = "" if asked is None else f" ({asked:g} such numbers per delta, median)"
+        print(f"    missing: +{term['measured_s']:.2f} s, {term['term']}{extra}")
+    if b["missing_terms"]:
         print(
-            f"  T_bcast: predicted {p['predicted_t_bcast_s']:.3f} s ({p['topology']}), measured "
-            f"median {_s(m['t_bcast_s_median'])} s, max {_s(m['t_bcast_s_max'])} s; window "
-            f"kappa*T_train {p['window_s']:.2f} s"
+            f"    accounted for: the model's {b['predicted_s']:.2f} s, plus these, "
+            f"{b['explained_s']:.2f} s; plus the smaller terms {b['other_gaps_s']:+.2f} s: "
+            f"the measured {b['measured_median_s']:.2f} s"
         )
+    rule = p["capacity_rule"]
+    i = rule["inputs"]
+    if "unavailable" in rule:
+        print(f"    capacity rule: {rule['unavailable']}")
+        return
+    head = (
+        f"    capacity rule, T_bcast {i['t_bcast_s']:.2f} s from the publish call, "
+        f"{i['dropped_fraction']:.0%} dropped as too old: "
+    )
+    if "infeasible" in rule:
+        print(head + rule["infeasible"])
+    else:
         print(
-            "  measured, medians per install: publish -> seen in LATEST "
-            f"{_s(b['publish_to_seen_s'])} s, seen -> verified in memory "
-            f"{_s(b['seen_to_ready_s'])} s (download "
-            f"{_s(b['download_s'], 3)} s, verify {_s(b['verify_s'], 3)} s), -> installed between "
-            f"two batches {_s(b['ready_to_installed_s'])} s; the planner counts bytes over links "
-            "only, so at this size the gap is commit, polling and the batch boundary"
+            head + f"{rule['required_pool_rollouts_per_s']:,.0f} rollouts/s, "
+            f"{rule['workers_needed']} workers needed (ran {i['workers']})"
         )
-        print(
-            f"  workers needed {p['predicted_workers_needed']} (we ran {i['workers']}); learner "
-            f"idle predicted {p['predicted_bubble']:.0%}, measured {m['learner_bubble']:.0%}"
-        )
-    b = r["planner"]["reference_8b"]
+
+
+def _learner(p: dict[str, Any]) -> None:
+    i, m = p["inputs"], p["predicted"]
+    batch, queue = i["batch"], i["queue_rollouts"]
+    version = (
+        "no version timed at 90% of the fleet, so no wait for one modelled"
+        if i["t_bcast_s"] is None
+        else f"versions in time ({i['t_bcast_s']:.2f} s from the publish call, needed after "
+        f"{m['version_deadline_s']:.2f} s)"
+        if m["version_wait_s"] == 0
+        else f"{m['version_wait_s']:.2f} s a publication waiting for the version "
+        f"({i['t_bcast_s']:.2f} s from the publish call, needed after "
+        f"{m['version_deadline_s']:.2f} s)"
+    )
+    print(
+        f"  learner idle (one learner, sampling the policy run): predicted "
+        f"{p['predicted_share']:.0%}, measured {p['measured_share']:.0%}; a step waits "
+        f"{m['wait_per_step_s']:.2f} s predicted, {p['measured_wait_per_step_s']:.2f} s measured"
+    )
+    print(
+        f"    why: the workers generate {i['pool_rollouts_per_s']:,.0f} rollouts/s while they "
+        f"have room, {i['dropped_fraction']:.0%} of what reaches the learner is too old, so "
+        f"{m['usable_rollouts_per_s']:,.0f}/s is usable; the queues bank at most {queue} "
+        f"({m['banked_rollouts']:.0f} usable) of the {batch} a step takes while the learner "
+        f"trains {i['t_train_s']:.2f} s, so it waits for the rest; {version}"
+    )
+
+
+def _reference_8b(b: dict[str, Any]) -> None:
     i = b["inputs"]
     print(
         f"planner at the reference 8B point (params {i['params']:.1e}, T_train {i['t_train_s']:.0f}"
         f" s, batch {i['batch']}, S {i['staleness']}, delta density {i['density']:.1%}):"
     )
-    for name, row in b["rows"].items():
+    for row in b["rows"].values():  # every row the recommendation may name, as it names them
+        egress = f"${row['egress_usd_per_publication']:,.2f}/pub"
+        cost = f"${row['total_usd_per_step']:,.2f}/step"
+        label = row["label"] if row["shipped"] else f"{row['label']} *"
         print(
-            f"  {name:<21} payload {row['payload_gb']:7.2f} GB  T_bcast {row['t_bcast_s']:7.0f} s"
-            f"  egress ${row['egress_usd_per_publication']:8.2f} per publication"
-            f"  workers {row['workers_needed'] or 'infeasible'}"
+            f"  {label:<21} payload {row['payload_gb']:7.2f} GB  T_bcast "
+            f"{row['t_bcast_s']:7.0f} s  egress {egress:>11}  {cost:>12}  "
+            f"workers {row['workers_needed'] or 'infeasible'}"
         )
-    print(f"  {b['reason']} (prices as of {b['prices_as_of']})")
+    unshipped = [row["label"] for row in b["rows"].values() if not row["shipped"]]
+    if unshipped:
+        print(f"  * {', '.join(unshipped)}: modelled, not shipped by wanrl-s3; for comparison")
+    print(f"  recommendation: {b['reason']} (prices as of {b['prices_as_of']})")
 
 
 def _checks(r: dict[str, Any]) -> None:

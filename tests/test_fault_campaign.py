@@ -2,10 +2,14 @@
 
 Every injected fault kind (bits flipped inside parts by publishers with no prior
 ETag evidence too), publisher and worker kills, racing publishers, each
-tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
-failed, where mounting is not permitted), an oversized LATEST and status object
-(32 MiB, peak memory measured) and fuzzed arguments, all through the
-real command line against moto. The whole campaign is its own command; its
+tampering (signed or not, as the seed picks), the relay over each tampering of
+its primary, signing publishers over bases their readers do not trust, another
+run's version planted under a running worker, full disks (a tmpfs; skipped, not
+failed, where mounting is not permitted), fuzzed arguments, and the hostile
+cases (a LATEST expiring under a worker, oversized payload objects, an oversized
+LATEST and status object with peak memory measured, a junk manifest, a blocked
+node share, hostile local files and planner input), all through the real
+command line against SeaweedFS. The whole campaign is its own command; its
 figures are in docs/benchmarks.md.
 """
 
@@ -31,19 +35,27 @@ def load_campaign():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_quick_campaign_finds_nothing(moto_endpoint: str, tmp_path: Path) -> None:
-    make_bucket(moto_endpoint)  # the server answers before the clock starts
+def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
+    make_bucket(s3_endpoint)  # the server answers before the clock starts
     faults = load_campaign()
-    report = faults.run_campaign(moto_endpoint, 14, faults.Plan.quick(), tmp_path)
+    report = faults.run_campaign(s3_endpoint, 14, faults.Plan.quick(), tmp_path)
     kinds = report["kinds"]
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",
                  "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz",
-                 "multipart_flip", "oversized:latest", "oversized:status"):  # fmt: skip
+                 "expiry_held", "oversized_payload", "junk_manifest", "share_dir_blocked",
+                 "race_next", "hostile_input:header", "hostile_input:url",
+                 "hostile_input:version", "hostile_input:have", "estimate_fuzz:fleet",
+                 "estimate_fuzz:status", "truncated:s3", "multipart_flip",
+                 "oversized:latest", "oversized:status"):  # fmt: skip
         assert kinds[kind]["count"] >= 1, kind
     assert set(report["oversized_memory"]) == {"latest", "status"}  # both measured
     tampered = {k.split(":")[1] for k in kinds if k.startswith("tamper:")}
     assert tampered >= set(faults.Campaign.TAMPERINGS) | {"worker_latest"}
+    relayed = {k.split(":")[1] for k in kinds if k.startswith("relay:")}
+    assert relayed == set(faults.Campaign.RELAY_TAMPERINGS) | {"cross_run"}
+    for kind in ("untrusted_base:bucket_writer", "untrusted_base:revoked", "cross_run"):
+        assert kinds[kind]["count"] >= 1, kind
     assert sum(k["faults"] for k in kinds.values()) >= 10  # the proxy really injected
     if "full_disk" not in kinds:
         assert any("mount" in note for note in report["notes"]), report["notes"]

@@ -1,4 +1,5 @@
-"""The shared validators: what they accept, what they refuse, and the one line they say."""
+"""The shared validators (what they accept, what they refuse, the one line they say) and
+how counts and sizes read."""
 
 from __future__ import annotations
 
@@ -7,7 +8,16 @@ import math
 import pytest
 
 from wanrl_s3.errors import UsageError
-from wanrl_s3.units import GiB, KiB, MiB, require_int, require_non_negative, require_positive
+from wanrl_s3.units import (
+    GiB,
+    KiB,
+    MiB,
+    binary_bytes,
+    count,
+    require_int,
+    require_non_negative,
+    require_positive,
+)
 
 
 def test_byte_units() -> None:
@@ -41,3 +51,26 @@ def test_require_non_negative_admits_zero_only_in_addition() -> None:
     for value in (-0.001, math.nan, math.inf):
         with pytest.raises(UsageError, match=r"^grace_s must be a finite number >= 0, got"):
             require_non_negative("grace_s", value)
+
+
+def test_count_agrees_with_its_number() -> None:
+    assert [count(n, "worker") for n in (0, 1, 2)] == ["0 workers", "1 worker", "2 workers"]
+    assert count(1, "version") == "1 version" and count(3, "stale upload") == "3 stale uploads"
+    assert count(2, "entry", "entries") == "2 entries"
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (0, "0 B"),
+        (812, "812 B"),
+        (1023, "1,023 B"),
+        (1024, "1.0 KiB"),
+        (27 * 1024, "27.0 KiB"),
+        (3 * 2**20 // 2, "1.5 MiB"),
+        (16 * 2**30, "16.0 GiB"),
+        (3 * 2**40, "3,072.0 GiB"),
+    ],
+)
+def test_binary_bytes_never_rounds_a_small_size_to_zero(n: int, text: str) -> None:
+    assert binary_bytes(n) == text

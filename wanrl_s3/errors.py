@@ -18,6 +18,7 @@ Exit codes (also documented in the README):
 5    infeasible plan (the planner's feasibility gate)
 6    the store could not be reached or failed an I/O request
 7    a fetch was cancelled (a newer version made it moot, or the process is stopping)
+8    the store does not keep a guarantee the protocol relies on (`wanrl-s3 doctor` says which)
 ==== ==========================================================
 """
 
@@ -160,6 +161,17 @@ class PublicationFailedError(WanrlError, RuntimeError):
         return error
 
 
+class StoreGuaranteeError(StoreError):
+    """The store answers, but does not keep a guarantee the protocol relies on.
+
+    Conditional writes ignored, stale reads or listings, ranges ignored: found
+    by ``wanrl-s3 doctor``, or by the publisher's check before its first write
+    to a store. Retrying cannot help; another store, endpoint or setting can.
+    """
+
+    exit_code = 8
+
+
 class FetchCancelled(WanrlError):
     """A fetch abandoned through its cancel event (a newer version made it moot).
 
@@ -182,6 +194,7 @@ __all__ = [
     "SignatureError",
     "SigningKeyError",
     "StoreError",
+    "StoreGuaranteeError",
     "TransientStoreError",
     "UsageError",
     "VerificationError",

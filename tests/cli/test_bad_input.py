@@ -61,10 +61,10 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
 
 
 @pytest.fixture
-def published(cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path) -> str:
+def published(cli: Cli, s3_url: str, s3_endpoint: str, tmp_path: Path) -> str:
     """An s3:// store holding v1 of ``policy(1)``."""
     src = write_file(tmp_path / "v1.safetensors", policy(1))
-    assert cli("publish", str(src), "--store", s3_url, "--endpoint-url", moto_endpoint,
+    assert cli("publish", str(src), "--store", s3_url, "--endpoint-url", s3_endpoint,
                "--version", "1")[0] == 0  # fmt: skip
     return s3_url
 
@@ -76,12 +76,12 @@ def payload_key(store: ObjectStore) -> str:
 # -- damaged versions: 3 at once, not 6 after retries, not 2 ----------------------------
 @pytest.mark.parametrize("damage", ["truncated", "deleted"])
 def test_a_damaged_payload_object_exits_3(
-    cli: Cli, url: str, moto_endpoint: str, tmp_path: Path, damage: str
+    cli: Cli, url: str, s3_endpoint: str, tmp_path: Path, damage: str
 ) -> None:
     src = write_file(tmp_path / "v1.safetensors", policy(1, kib=64))
-    endpoint = ("--endpoint-url", moto_endpoint)
+    endpoint = ("--endpoint-url", s3_endpoint)
     assert cli("publish", str(src), "--store", url, *endpoint, "--version", "1")[0] == 0
-    store = open_store(url, endpoint_url=moto_endpoint)
+    store = open_store(url, endpoint_url=s3_endpoint)
     key = payload_key(store)
     if damage == "truncated":
         store.put_bytes(key, store.get_bytes(key)[:1000])
@@ -107,25 +107,25 @@ def test_a_damaged_payload_object_exits_3(
     ids=["a-directory", "empty", "proc", "read-only"],
 )
 def test_pull_to_a_destination_that_cannot_be_written_exits_2(
-    cli: Cli, published: str, moto_endpoint: str, tmp_path: Path, target: str, needle: str
+    cli: Cli, published: str, s3_endpoint: str, tmp_path: Path, target: str, needle: str
 ) -> None:
     with tmpfs(tmp_path / "ro", read_only=True) as ro:
         out = target.format(tmp=tmp_path, ro=ro)
-        code, err = cli("pull", "--store", published, "--endpoint-url", moto_endpoint, "--out", out)
+        code, err = cli("pull", "--store", published, "--endpoint-url", s3_endpoint, "--out", out)
         assert os.listdir(ro) == []
     assert code == 2, err
     assert one_line_error(err) and needle in err and "internal error" not in err
 
 
 def test_pull_to_a_full_disk_exits_2_and_keeps_the_old_file(
-    published: str, moto_endpoint: str, tmp_path: Path
+    published: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     with tmpfs(tmp_path / "tiny") as tiny:
         out = tiny / "model.safetensors"
         out.write_bytes(b"the previous file " * (600 * KiB // 18))
         before = out.read_bytes()
         done = subprocess.run(  # before the fix: SIGBUS, exit 135, nothing printed
-            cli_command("pull", "--store", published, "--endpoint-url", moto_endpoint,
+            cli_command("pull", "--store", published, "--endpoint-url", s3_endpoint,
                         "--out", str(out)),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
@@ -136,9 +136,9 @@ def test_pull_to_a_full_disk_exits_2_and_keeps_the_old_file(
 
 
 def test_a_worker_on_a_full_disk_exits_2_and_keeps_its_version(
-    cli: Cli, published: str, moto_endpoint: str, tmp_path: Path
+    cli: Cli, published: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    endpoint = ("--endpoint-url", moto_endpoint)
+    endpoint = ("--endpoint-url", s3_endpoint)
     src = write_file(tmp_path / "v2.safetensors", policy(2))
     with tmpfs(tmp_path / "tiny") as tiny:
         held = tiny / "model.safetensors"
@@ -147,7 +147,7 @@ def test_a_worker_on_a_full_disk_exits_2_and_keeps_its_version(
                    "--delta", "never")[0] == 0  # fmt: skip
         before = held.read_bytes()
         done = subprocess.run(
-            worker_command(published, moto_endpoint, str(tiny), "w1", 0.1, "--exit-after", "1"),
+            worker_command(published, s3_endpoint, str(tiny), "w1", 0.1, "--exit-after", "1"),
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
         assert done.returncode == 2, done.stderr
@@ -186,7 +186,7 @@ def test_bad_flags_exit_2_with_one_line(
 
 
 # -- publishing what no manifest may describe: 2, nothing uploaded ------------------------
-def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
+def safetensors_with(path: Path, name: str, shape: object) -> Path:
     """A .safetensors file written by hand (numpy cannot make every shape we need)."""
     header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 4]}}).encode()
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0\x80\x3f")
@@ -199,27 +199,29 @@ def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
         ("w" * 1025, [1], "1025 characters"),
         ("", [1], "tensor name ''"),
         ("w", [1] * 33, "33 dimensions"),
+        ("w", "1", "shape must be a list of integers"),  # int() would read it as [1]
+        ("w", [True], "shape must be a list of integers"),
     ],
-    ids=["name-over-1024", "empty-name", "33-dimensions"],
+    ids=["name-over-1024", "empty-name", "33-dimensions", "shape-string", "shape-bool"],
 )
 def test_publishing_a_tensor_no_manifest_may_hold_exits_2_and_uploads_nothing(
-    cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path, name: str, shape: list[int],
+    cli: Cli, s3_url: str, s3_endpoint: str, tmp_path: Path, name: str, shape: object,
     needle: str,
 ) -> None:  # fmt: skip
     src = safetensors_with(tmp_path / "bad.safetensors", name, shape)
-    code, err = cli("publish", str(src), "--store", s3_url, "--endpoint-url", moto_endpoint,
+    code, err = cli("publish", str(src), "--store", s3_url, "--endpoint-url", s3_endpoint,
                     "--version", "1")  # fmt: skip
     assert code == 2, err
     assert one_line_error(err) and needle in err
-    assert open_store(s3_url, endpoint_url=moto_endpoint).list("") == []
+    assert open_store(s3_url, endpoint_url=s3_endpoint).list("") == []
 
 
 def test_the_publisher_api_refuses_them_too_and_leaves_nothing(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     from wanrl_s3 import PublishConfig, Publisher, UsageError
 
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     good = policy(3, kib=64)
     with pytest.raises(UsageError, match="33 dimensions"):
         Publisher(store, PublishConfig(delta="never")).publish(
@@ -230,11 +232,11 @@ def test_the_publisher_api_refuses_them_too_and_leaves_nothing(
 
 # -- stray lines and damaged signatures ---------------------------------------------------
 def test_a_worker_prints_only_its_own_lines(
-    published: str, moto_endpoint: str, tmp_path: Path
+    published: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     """botocore's "Found credentials in environment variables." stays out of the log."""
     done = subprocess.run(
-        worker_command(published, moto_endpoint, str(tmp_path / "out"), "w1", 0.1,
+        worker_command(published, s3_endpoint, str(tmp_path / "out"), "w1", 0.1,
                        "--exit-after", "1"),
         capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
@@ -243,15 +245,40 @@ def test_a_worker_prints_only_its_own_lines(
     assert "credentials" not in done.stderr.lower()  # ... and botocore's are not
 
 
-def test_a_signature_with_an_unknown_field_exits_3(
-    cli: Cli, s3_url: str, moto_endpoint: str, tmp_path: Path
+def test_a_failure_after_a_warning_prints_only_its_error(
+    cli: Cli, published: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    endpoint = ("--endpoint-url", moto_endpoint)
+    """What a command says on the way (its own notes, the library's warnings) is held until
+    it succeeds; a failure's stderr is its one error line."""
+    endpoint = ("--endpoint-url", s3_endpoint)
+    stranger = write_file(tmp_path / "stranger.safetensors", policy(9, kib=16))
+    # the command's own note ("holds no published version"), then a destination refused
+    code, err = cli("pull", "--store", published, *endpoint, "--have", str(stranger),
+                    "--out", str(tmp_path))  # fmt: skip
+    assert code == 2 and one_line_error(err) and "is a directory" in err, err
+    # the library's warning (a corrupt LATEST, which the next commit would repair), then
+    # a version that exists already
+    store = open_store(published, endpoint_url=s3_endpoint)
+    store.put_bytes(layout.LATEST_KEY, b"{not a pointer")
+    code, err = cli("publish", str(stranger), "--store", published, *endpoint, "--version", "1",
+                    "--delta", "never")  # fmt: skip
+    assert code == 4 and one_line_error(err) and "already exists" in err, err
+    # after a success the same lines are printed, below the result
+    out = tmp_path / "out.safetensors"
+    code, err = cli("pull", "--store", published, *endpoint, "--version", "1",
+                    "--have", str(stranger), "--out", str(out))  # fmt: skip
+    assert code == 0 and err == f"{stranger} holds no published version: pulled in full\n"
+
+
+def test_a_signature_with_an_unknown_field_exits_3(
+    cli: Cli, s3_url: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    endpoint = ("--endpoint-url", s3_endpoint)
     assert cli("keygen", "--out", str(tmp_path / "k"))[0] == 0
     src = write_file(tmp_path / "v1.safetensors", policy(1, kib=64))
     assert cli("publish", str(src), "--store", s3_url, *endpoint, "--version", "1",
                "--signing-key", str(tmp_path / "k.pem"))[0] == 0  # fmt: skip
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     manifest = json.loads(store.get_bytes(layout.manifest_key(1)))
     manifest["signature"]["note"] = "trust me"
     store.put_bytes(layout.manifest_key(1), json.dumps(manifest).encode())

@@ -112,7 +112,10 @@ def test_infeasible_exits_5_with_one_line(capsys: pytest.CaptureFixture[str]) ->
         [*POINT_8B, "--cdn", "cloudflare"],  # fronts R2 and B2, not S3
         [*POINT_8B, "--cdn-edges", "0"],
         [*POINT_8B, "--replica-regions", "us-east-2,,"],
-        [*POINT_8B, "--replica-regions", "us-east-2", "--regions", "3"],
+        [*POINT_8B, "--replica-regions", "us-east-2", "--region-count", "3"],
+        [*POINT_8B, "--dropped-fraction", "1"],
+        [*POINT_8B, "--dropped-fraction", "-0.1"],
+        [*POINT_8B, "--dropped-fraction", "nan"],
     ],
 )
 def test_bad_input_exits_2_with_one_line(
@@ -142,6 +145,36 @@ def test_from_verl_config_names_the_command_that_replaced_it(
     code, out, err = run_cli(capsys, *POINT_8B, "--from-verl-config", "run.yaml")
     assert (code, out) == (2, "") and err.count("\n") == 1
     assert "python -m wanrl_s3_verl.estimate run.yaml" in err
+
+
+def test_the_moved_flag_is_named_before_the_flags_it_would_have_supplied(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--from-verl-config", "run.yaml")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "python -m wanrl_s3_verl.estimate run.yaml" in err
+
+
+def test_required_flags_are_named_together(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_cli(capsys, "estimate", "--t-train-s", "1500")
+    assert (code, out) == (2, "")
+    assert err == (
+        "wanrl-s3: error: estimate: the following arguments are required: --params, --batch\n"
+    )
+
+
+def test_region_count_and_its_old_spelling(capsys: pytest.CaptureFixture[str]) -> None:
+    """--regions names a regions FILE in every other command: estimate counts with
+    --region-count; the old --regions N still plans, with one warning line."""
+    code, out, err = run_cli(capsys, *POINT_8B, "--region-count", "3", "--json")
+    assert (code, json.loads(out)["inputs"]["regions"]) == (0, 3)
+    assert "--region-count" not in err
+    code, old, err = run_cli(capsys, *POINT_8B, "--regions", "3", "--json")
+    assert code == 0 and json.loads(old) == json.loads(out)
+    assert err.startswith(
+        "wanrl-s3: warning: estimate --regions 3 is now --region-count 3 (--regions names a "
+        "regions file in the other commands)\n"
+    )
 
 
 def test_the_planner_reads_no_yaml() -> None:
@@ -213,3 +246,46 @@ def test_a_small_model_is_not_a_zero_gigabyte_snapshot(capsys: pytest.CaptureFix
     assert main(["estimate", "--params", "2e6", "--t-train-s", "10", "--batch", "64"]) == 0
     out = capsys.readouterr().out
     assert "snapshot 4 MB" in out and "0.0 GB" not in out
+
+
+def test_drops_size_a_larger_fleet_and_nothing_dropped_is_the_pages(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A fifth dropped as too old: 4096 / 1563 / 0.8 = 3.276 rollouts/s, 11 workers, not 9."""
+    code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0.2")
+    assert code == 0
+    assert (
+        "required pool 3.276 rollouts/s (20% dropped as too old: 2.621 admitted), "
+        "11 workers needed at 0.33 rollouts/s each" in out
+    )
+    code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0")
+    assert code == 0 and "required pool 2.621 rollouts/s, 9 workers needed" in out
+
+
+def test_unshipped_rows_are_starred_and_ranked_only_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1")
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split("  ")[0] for line in lines if line.startswith(("star", "peer"))] == [
+        "star *",
+        "peer chain *",
+    ]
+    assert (
+        "* star, peer chain: modelled, not shipped by wanrl-s3; for comparison, never "
+        "recommended (--include-unshipped ranks them)"
+    ) in lines
+    assert lines[-1].startswith("recommendation: CDN full is the cheapest feasible topology "
+                                "wanrl-s3 ships")  # fmt: skip
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1", "--include-unshipped")
+    assert code == 0
+    assert out.splitlines()[-1].startswith("recommendation: peer chain is the cheapest")
+    assert "ranked with the others (--include-unshipped)" in out
+
+
+def test_the_edges_fill_is_said_when_given(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--cdn-fill-rtt-ms", "40")
+    assert code == 0
+    assert "its first readers at an edge wait 2 x 40 ms for the edge's fetches" in out
+    assert "wait 2 x" not in run_cli(capsys, *POINT_8B)[1]

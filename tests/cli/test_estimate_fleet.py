@@ -47,6 +47,22 @@ def test_a_fleet_file_sets_the_fleet_and_its_quantile_sets_t_bcast(
     assert "downlinks 10-1000 Mbps (median 1000), round trips 10-200 ms; T_bcast at 90%" in header
 
 
+def test_a_batch_boundary_adds_to_each_rows_broadcast(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("name,downlink_mbps,uplink_mbps,rtt_ms\na,100,100,10\nb,200,200,20\n")
+    before, _ = plan_of(capsys, "--fleet", str(fleet))
+    after, _ = plan_of(capsys, "--fleet", str(fleet), "--batch-wait-s", "7.5")
+    for name, row in before["by_topology"].items():
+        assert after["by_topology"][name]["t_bcast_s"] == pytest.approx(row["t_bcast_s"] + 7.5)
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet), "--batch-wait-s", "7.5"]) == 0
+    assert "poll 10 s, batch boundary 7.5 s" in capsys.readouterr().out
+    assert main([*PLAN, "--fleet", str(fleet), "--batch-wait-s", "-1"]) == 2
+    assert capsys.readouterr().err.startswith("wanrl-s3: error: batch_wait_s must be")
+
+
 def test_fleet_flags_refuse_what_contradicts_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -89,9 +105,9 @@ def status(worker_id: str, updated_at_s: float, rtt_s: float | None, mb: float) 
 
 
 def test_from_status_reads_each_workers_measured_link(
-    s3_url: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig()).publish({"w": np.zeros(250_000, np.float32)}, 1)
     now = time.time()
     for worker_id, updated, rtt, mb in (
@@ -101,10 +117,79 @@ def test_from_status_reads_each_workers_measured_link(
         ("old", now, None, 25.0),  # no round trip recorded: left out
     ):
         store.put_bytes(layout.worker_status_key(worker_id), status(worker_id, updated, rtt, mb))
-    plan, err = plan_of(capsys, "--from-status", s3_url, "--status-endpoint-url", moto_endpoint)
+    plan, err = plan_of(capsys, "--from-status", s3_url, "--status-endpoint-url", s3_endpoint)
     links = {w["name"]: w for w in plan["inputs"]["fleet"]["workers"]}
     assert set(links) == {"a", "b"} and plan["inputs"]["workers"] == 2
     assert links["a"]["downlink_mbps"] == pytest.approx(100.0)
     assert links["b"]["downlink_mbps"] == pytest.approx(20.0) and links["b"]["rtt_ms"] == 200.0
     assert links["a"]["install_mb_per_s"] == pytest.approx(1.0 / 0.02)  # 1 MB raw in 0.02 s
-    assert "left out gone: expired" in err and "left out old: no round trip recorded" in err
+    assert err.count("\n") == 1 and "left out 2 workers: gone: expired; old: no round trip" in err
+
+
+def test_a_fleet_too_small_is_short_in_the_rows_the_headline_and_the_warnings(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two workers where six or more are needed: no row says "yes" while a warning says
+    the fleet is too small; each row names the fleet it needs."""
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n1000,100,20\n500,50,40\n")
+    argv = ["estimate", "--params", "1e9", "--t-train-s", "300", "--batch", "512"]
+    assert main([*argv, "--fleet", str(fleet)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("topology"))
+    assert lines[header].split()[2:4] == ["feasible", "needed"]
+    rows = [line[20:].split() for line in lines[header + 1 : header + 7]]
+    needed = [int(r[3]) for r in rows]
+    assert [r[2] for r in rows] == ["short"] * 6 and min(needed) > 2
+    assert lines[header + 7].startswith("short: the broadcast fits in kappa*T_train, but a fleet")
+    assert (
+        f"{min(needed)} workers needed at 0.33 rollouts/s each (gamma 1.1); the fleet has 2" in out
+    )
+    warned = [line for line in err.splitlines() if "smaller than the" in line]
+    assert len(warned) == 6 and all("a fleet of 2 workers is smaller" in w for w in warned)
+    assert [int(w.split("smaller than the ")[1].split()[0]) for w in warned] == needed
+    # twelve workers: enough for some rows; "short" exactly where a row needs more
+    big = tmp_path / "big.csv"
+    big.write_text("downlink_mbps,uplink_mbps,rtt_ms\n" + "1000,100,20\n" * 12)
+    assert main([*argv, "--fleet", str(big)]) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("topology"))
+    rows = [line[20:].split() for line in lines[header + 1 : header + 7]]
+    expect = ["no" if r[3] == "-" else "short" if int(r[3]) > 12 else "yes" for r in rows]
+    assert [r[2] for r in rows] == expect and "yes" in expect and "short" in expect
+    assert err.count("a fleet of 12 workers is smaller") == expect.count("short")
+
+
+def test_one_worker_and_equal_links_print_one_value(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n570.442,100,20\n")
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet)]) == 0
+    out = capsys.readouterr().out
+    assert "fleet: 1 worker, each on its own link (--fleet / --from-status): downlink " in out
+    assert "downlink 570.442 Mbps, round trip 20 ms;" in out and "570.442-" not in out
+    fleet.write_text("downlink_mbps,uplink_mbps,rtt_ms\n570.442,100,20\n570.442,100,20\n")
+    assert main([*text, "--fleet", str(fleet)]) == 0
+    assert (
+        "fleet: 2 workers, each on its own link (--fleet / --from-status): downlinks "
+        "570.442 Mbps, round trips 20 ms;" in capsys.readouterr().out
+    )
+
+
+def test_from_status_with_nobody_measured_is_one_error_naming_who_was_left_out(
+    s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reasons are in the error line, not warnings printed before it."""
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
+    store.put_bytes(layout.worker_status_key("old"), status("old", time.time(), None, 25.0))
+    broken = json.loads(status("broken", time.time(), 0.05, 25.0))
+    broken["installs"] = "x"  # skipped as malformed, not a crash of the planner
+    store.put_bytes(layout.worker_status_key("broken"), json.dumps(broken).encode())
+    code = main([*PLAN, "--from-status", s3_url, "--status-endpoint-url", s3_endpoint])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "no live worker has measured" in err and "old: no round trip recorded" in err

@@ -46,7 +46,7 @@ def test_the_publish_line_shows_the_ranks(capsys: pytest.CaptureFixture[str]) ->
         "10 Gbit/s if the store's endpoint keeps up (it may saturate first), then a 0.15 s commit"
     )
     _, eight, _ = run(
-        capsys, "--trainer-ranks", "8", "--trainer-uplink-gbps", "10", "--regions", "2"
+        capsys, "--trainer-ranks", "8", "--trainer-uplink-gbps", "10", "--region-count", "2"
     )
     assert line(eight, "publish").startswith(
         "publish (bucket rows, until visible): 19 s full, 1.5 s delta: 8 trainer ranks x "

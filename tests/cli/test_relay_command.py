@@ -20,9 +20,9 @@ from wanrl_s3.store import get_or_none
 
 
 def test_relay_process_commits_each_new_version_in_every_replica(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+    regions = three_regions(s3_endpoint, "copy")
     path = write_regions(tmp_path / "regions.toml", regions)
     pub = Publisher(regions.store("use1"), SMALL)
     state = model(1)
@@ -65,12 +65,29 @@ def test_relay_process_commits_each_new_version_in_every_replica(
 
 
 def test_relay_once_exits_after_one_pass(
-    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+    regions = three_regions(s3_endpoint, "copy")
     Publisher(regions.store("use1"), SMALL).publish(model(3), 4)
     path = write_regions(tmp_path / "regions.toml", regions)
     assert main(["relay", "--regions", str(path), "--once"]) == 0
     for replica in regions.replicas:
         with Subscriber(replica.store()) as sub:
             assert sub.versions() == [4] and same(sub.fetch().tensors, model(3))
+
+
+def test_relay_once_refuses_an_unsigned_primary_with_a_key_in_one_line(
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regions = three_regions(s3_endpoint, "copy")
+    Publisher(regions.store("use1"), SMALL).publish(model(3), 1)  # unsigned
+    path = write_regions(tmp_path / "regions.toml", regions)
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    capsys.readouterr()
+    argv = ["relay", "--regions", str(path), "--once", "--verify-key", str(tmp_path / "k.pub.pem")]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    final = [line for line in err.strip().splitlines() if " wanrl-s3 relay: " not in line]
+    assert len(final) == 1 and "not signed" in final[0], err
+    for replica in regions.replicas:
+        assert replica.store().list("") == []  # nothing relayed

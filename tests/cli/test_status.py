@@ -1,4 +1,4 @@
-"""`wanrl-s3 status` on a real (moto) bucket: header, legend, frozen figures, expiry, pruning."""
+"""`wanrl-s3 status` on a real S3 bucket: header, legend, frozen figures, expiry, pruning."""
 
 from __future__ import annotations
 
@@ -41,19 +41,19 @@ def status_object(worker_id: str, updated_at_s: float, version: int | None, publ
 
 
 def test_status_explains_itself_freezes_and_prunes(
-    s3_url: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig()).publish({"w": np.zeros(4, np.float32)}, 1)
     with Subscriber(store) as sub:
         at = sub.manifest(1).created_at_s
     now = time.time()
     store.put_bytes(layout.worker_status_key("fresh"), status_object("fresh", now, 1, at))
     store.put_bytes(layout.worker_status_key("gone"), status_object("gone", now - 3600, None, at))
-    argv = ["status", "--store", s3_url, "--endpoint-url", moto_endpoint]
+    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "1 workers, 1 expired; latest v1" in out
+    assert "1 worker, 1 expired; latest v1" in out
     assert "seen s: median time from the commit" in out and "* = frozen" in out
     header = next(line for line in out.splitlines() if "worker" in line and "region" in line)
     assert header.split()[:5] == ["worker", "region", "version", "status", "s"]

@@ -1,4 +1,4 @@
-"""`wanrl-s3 worker` processes against the moto server: converge, survive kills, report."""
+"""`wanrl-s3 worker` processes against the SeaweedFS server: converge, survive kills, report."""
 
 from __future__ import annotations
 
@@ -67,24 +67,24 @@ def stop(proc: subprocess.Popen[str]) -> str:
 
 
 def test_workers_started_apart_converge_and_report(
-    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=3))
     state = model(1)
     pub.publish(state, 1)
     marker = tmp_path / "hook.log"
     hook = f"echo $WANRL_S3_VERSION >> {marker}"
-    a = start_worker(s3_url, moto_endpoint, tmp_path / "a", "worker-a", "--on-install", hook)
+    a = start_worker(s3_url, s3_endpoint, tmp_path / "a", "worker-a", "--on-install", hook)
     wait_for(lambda: version_in(tmp_path / "a") == 1)
     for v in (2, 3):
         state = nudge(state, v)
         pub.publish(state, v)
-    b = start_worker(s3_url, moto_endpoint, tmp_path / "b", "worker-b")  # joins at v3
+    b = start_worker(s3_url, s3_endpoint, tmp_path / "b", "worker-b")  # joins at v3
     for v in (4, 5):
         state = nudge(state, v)
         pub.publish(state, v)
-    c = start_worker(s3_url, moto_endpoint, tmp_path / "c", "worker-c")  # joins at v5
+    c = start_worker(s3_url, s3_endpoint, tmp_path / "c", "worker-c")  # joins at v5
     try:
         for d in "abc":
             wait_for(lambda d=d: version_in(tmp_path / d) == 5)
@@ -95,7 +95,7 @@ def test_workers_started_apart_converge_and_report(
         assert all(snap.tensors[k].tobytes() == state[k].tobytes() for k in state)
     assert "installed v5" in logs[0] and "stopped" in logs[0]
     assert marker.read_text().split()[-1] == "5"  # the hook ran with the version
-    assert main(["status", "--store", s3_url, "--endpoint-url", moto_endpoint, "--json"]) == 0
+    assert main(["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["latest"] == 5 and report["lagging"] == []
     v5 = next(v for v in report["versions"] if v["version"] == 5)
@@ -106,13 +106,13 @@ def test_workers_started_apart_converge_and_report(
 
 
 def test_worker_killed_mid_download_restarts_and_finishes(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(1, mib=0.5), 1)
     out = tmp_path / "w"
-    w = start_worker(s3_url, moto_endpoint, out, "w1", "--concurrency", "2")
+    w = start_worker(s3_url, s3_endpoint, out, "w1", "--concurrency", "2")
     wait_for(lambda: version_in(out) == 1)
     big = model(2, mib=96)
     pub.publish(big, 2)
@@ -124,7 +124,7 @@ def test_worker_killed_mid_download_restarts_and_finishes(
     w.send_signal(signal.SIGKILL)
     w.wait()
     assert version_in(out) == 1  # the installed file is still whole and still v1
-    w = start_worker(s3_url, moto_endpoint, out, "w1")
+    w = start_worker(s3_url, s3_endpoint, out, "w1")
     try:
         wait_for(lambda: version_in(out) == 2, timeout_s=120)
     finally:
@@ -135,12 +135,12 @@ def test_worker_killed_mid_download_restarts_and_finishes(
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
 
 
-def test_worker_creates_a_missing_out_dir(s3_url: str, moto_endpoint: str, tmp_path: Path) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+def test_worker_creates_a_missing_out_dir(s3_url: str, s3_endpoint: str, tmp_path: Path) -> None:
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig()).publish(model(1, mib=0.25), 1)
     out = tmp_path / "models" / "policy"  # as docs/operations.md writes it: nothing created first
     done = subprocess.run(
-        worker_command(s3_url, moto_endpoint, str(out), "w-new", 0.1, "--exit-after", "1"),
+        worker_command(s3_url, s3_endpoint, str(out), "w-new", 0.1, "--exit-after", "1"),
         capture_output=True,
         text=True,
         timeout=60,
@@ -152,14 +152,14 @@ def test_worker_creates_a_missing_out_dir(s3_url: str, moto_endpoint: str, tmp_p
 
 
 def test_workers_with_a_share_dir_download_each_version_once(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig())
     state = model(1)
     pub.publish(state, 1)
     share = ("--share-dir", str(tmp_path / "share"))
-    workers = [start_worker(s3_url, moto_endpoint, tmp_path / d, d, *share) for d in "ab"]
+    workers = [start_worker(s3_url, s3_endpoint, tmp_path / d, d, *share) for d in "ab"]
     try:
         for v in (2, 3):
             for d in "ab":

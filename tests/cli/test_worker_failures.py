@@ -1,6 +1,6 @@
 """`wanrl-s3 worker` when things go wrong: it keeps running, logs, and says so in its status.
 
-Real `wanrl-s3 worker` processes against the moto server: a corrupt payload, a
+Real `wanrl-s3 worker` processes against the SeaweedFS server: a corrupt payload, a
 deeply nested LATEST, an out dir that disappears. The status object
 (workers/<id>.json) must show the failure within seconds, clear it on the next
 install, and the worker must exit with one line and its exit code only when it
@@ -27,8 +27,8 @@ from wanrl_s3.store import ObjectStore, open_store
 
 
 @pytest.fixture
-def store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 def status_of(store: ObjectStore, worker_id: str) -> WorkerStatus | None:
@@ -51,7 +51,7 @@ def flip_a_byte(store: ObjectStore, version: int) -> None:
 
 
 def test_a_corrupt_payload_shows_in_the_status_and_clears_on_the_next_install(
-    s3_url: str, moto_endpoint: str, store: ObjectStore, tmp_path: Path
+    s3_url: str, s3_endpoint: str, store: ObjectStore, tmp_path: Path
 ) -> None:
     pub = Publisher(store, PublishConfig(keyframe_every=10))
     state = model(1)
@@ -61,7 +61,7 @@ def test_a_corrupt_payload_shows_in_the_status_and_clears_on_the_next_install(
     flip_a_byte(store, 2)
     out = tmp_path / "models" / "policy"  # does not exist yet: the worker creates it
     started_s = time.time()
-    w = start_worker(s3_url, moto_endpoint, out, "w-corrupt")
+    w = start_worker(s3_url, s3_endpoint, out, "w-corrupt")
     try:
         wait_for(lambda: "v2" in error_of(store, "w-corrupt"), timeout_s=20)
         status = status_of(store, "w-corrupt")
@@ -108,10 +108,10 @@ def holding_v1(
 
 @pytest.mark.slow  # the watcher-level twin is in tests/fetch/test_watch_liveness.py
 def test_a_deeply_nested_latest_is_reported_then_the_repaired_store_is_followed(
-    s3_url: str, moto_endpoint: str, store: ObjectStore, tmp_path: Path
+    s3_url: str, s3_endpoint: str, store: ObjectStore, tmp_path: Path
 ) -> None:
     out = tmp_path / "w"
-    pub, state, w = holding_v1(s3_url, moto_endpoint, store, out, "w-nested")
+    pub, state, w = holding_v1(s3_url, s3_endpoint, store, out, "w-nested")
     try:
         store.put_bytes(layout.LATEST_KEY, b"[" * 30_000 + b"]" * 30_000)
         wait_for(lambda: "LATEST" in error_of(store, "w-nested"), timeout_s=20)
@@ -127,10 +127,10 @@ def test_a_deeply_nested_latest_is_reported_then_the_repaired_store_is_followed(
 
 
 def test_a_worker_that_cannot_install_exits_with_one_line(
-    s3_url: str, moto_endpoint: str, store: ObjectStore, tmp_path: Path
+    s3_url: str, s3_endpoint: str, store: ObjectStore, tmp_path: Path
 ) -> None:
     out = tmp_path / "w"
-    pub, state, w = holding_v1(s3_url, moto_endpoint, store, out, "w-gone")
+    pub, state, w = holding_v1(s3_url, s3_endpoint, store, out, "w-gone")
     try:
         shutil.rmtree(out)  # the inference server's directory is gone
         pub.publish(nudge(state, 2), 2)

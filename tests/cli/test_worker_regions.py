@@ -26,9 +26,9 @@ from wanrl_s3.publish.publisher import Publisher
 
 
 def test_worker_falls_back_from_a_stalled_region_and_reports_it(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
-    regions = three_regions(moto_endpoint, "replicate")
+    regions = three_regions(s3_endpoint, "replicate")
     path = write_regions(tmp_path / "regions.toml", regions)
     primary, home = regions.store("use1"), regions.store("euw1")
     pub = Publisher(primary, SMALL)

@@ -190,3 +190,73 @@ def test_bubble_is_positive_below_the_required_rate(
     t_bcast = bcast_share * kappa * t_train
     required = required_pool_rollouts_per_s(t_train, t_bcast, kappa, batch)
     assert 0.0 < bubble_ratio(t_train, t_bcast, kappa, batch, required * factor) < 1.0
+
+
+# ---------------------------------------------------------------- what the filter drops
+
+
+def test_drops_grow_the_pool_and_the_fleet_by_one_over_the_admitted_share() -> None:
+    # Hand-computed, binary-exact: window 2 x 10 s, broadcast 4 s, slack 16 s, 2 x 32
+    # trajectories: 4 rollouts/s admitted; half dropped -> 8 generated, three quarters -> 16.
+    assert required_pool_rollouts_per_s(10.0, 4.0, 2, 32) == 4.0
+    assert required_pool_rollouts_per_s(10.0, 4.0, 2, 32, dropped_fraction=0.5) == 8.0
+    assert required_pool_rollouts_per_s(10.0, 4.0, 2, 32, dropped_fraction=0.75) == 16.0
+    assert workers_needed(10.0, 4.0, 2, 32, 1.0, 1.0, dropped_fraction=0.5) == 8
+    # The 8B point with a fifth dropped: 4096 / 1563 / 0.8 = 3.2758 rollouts/s, and
+    # ceil(1.1 x 3.2758 / 0.33) = ceil(10.92) = 11 workers where the page sizes 9.
+    rate = required_pool_rollouts_per_s(T_TRAIN_S, T_BCAST_S, KAPPA, BATCH, dropped_fraction=0.2)
+    assert math.isclose(rate, 3.275751759, rel_tol=1e-9)
+    assert workers_needed(T_TRAIN_S, T_BCAST_S, KAPPA, BATCH, MU_WORKER, dropped_fraction=0.2) == 11
+
+
+def test_drops_leave_the_learner_only_the_admitted_rate() -> None:
+    # 4 rollouts/s generated is exactly enough with nothing dropped; half dropped leaves 2,
+    # so a window takes 4 + 64 / 2 = 36 s for 20 s of training: 16 / 36 idle.
+    assert bubble_ratio(10.0, 4.0, 2, 32, 4.0) == 0.0
+    assert bubble_ratio(10.0, 4.0, 2, 32, 4.0, dropped_fraction=0.5) == 16.0 / 36.0
+    assert bubble_ratio(10.0, 4.0, 2, 32, 8.0, dropped_fraction=0.5) == 0.0
+    assert step_s_at_pool(10.0, 4.0, 2, 32, 4.0, dropped_fraction=0.5) == 18.0
+
+
+def test_nothing_dropped_is_the_pages_rule_to_the_last_bit() -> None:
+    rate = required_pool_rollouts_per_s(T_TRAIN_S, T_BCAST_S, KAPPA, BATCH, dropped_fraction=0.0)
+    assert rate == required_pool_rollouts_per_s(T_TRAIN_S, T_BCAST_S, KAPPA, BATCH)
+    assert f"{rate:.3f}" == "2.621"
+    for gamma, fleet in ((1.0, 8), (1.1, 9)):
+        got = workers_needed(
+            T_TRAIN_S, T_BCAST_S, KAPPA, BATCH, MU_WORKER, gamma, dropped_fraction=0.0
+        )
+        assert got == fleet
+    starved = bubble_ratio(T_TRAIN_S, T_BCAST_S, KAPPA, BATCH, 0.7 * rate, dropped_fraction=0.0)
+    assert f"{starved:.3f}" == "0.183"
+
+
+@given(times, st.floats(0.0, 0.99), kappas, st.integers(1, 100_000), st.floats(1e-3, 1e3))
+def test_zero_drops_change_no_figure(
+    t_train: float, bcast_share: float, kappa: int, batch: int, pool: float
+) -> None:
+    t_bcast = bcast_share * kappa * t_train
+    args = (t_train, t_bcast, kappa, batch)
+    assert required_pool_rollouts_per_s(*args, dropped_fraction=0.0) == (
+        required_pool_rollouts_per_s(*args)
+    )
+    assert bubble_ratio(*args, pool, dropped_fraction=0.0) == bubble_ratio(*args, pool)
+    assert step_s_at_pool(*args, pool, dropped_fraction=0.0) == step_s_at_pool(*args, pool)
+
+
+@pytest.mark.parametrize("bad", [1.0, 1.5, -0.1, float("nan"), float("inf"), True, "0.1", None])
+def test_a_drop_fraction_outside_zero_to_one_is_refused(bad: object) -> None:
+    for call in (
+        lambda: required_pool_rollouts_per_s(10.0, 4.0, 2, 32, dropped_fraction=bad),  # type: ignore[arg-type]
+        lambda: workers_needed(10.0, 4.0, 2, 32, 1.0, dropped_fraction=bad),  # type: ignore[arg-type]
+        lambda: bubble_ratio(10.0, 4.0, 2, 32, 4.0, dropped_fraction=bad),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(UsageError, match=r"dropped_fraction .* must be in \[0, 1\)"):
+            call()
+
+
+def test_the_gate_names_sub_second_times_to_two_digits() -> None:
+    with pytest.raises(
+        InfeasiblePlanError, match=r"broadcast 0.75s does not fit in kappa\*T_train = 0.72s"
+    ):
+        slack_s(0.36, 0.75, 2)

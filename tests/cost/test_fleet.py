@@ -15,6 +15,8 @@ from wanrl_s3.cost import (
     chain_worker_times_s,
     object_storage_fleet_s,
     object_storage_worker_s,
+    object_storage_worker_terms,
+    star_fleet_s,
     star_unlimited_s,
 )
 from wanrl_s3.errors import UsageError
@@ -126,3 +128,45 @@ def test_a_fleet_needs_workers_with_unique_names() -> None:
         FleetLinks(())
     with pytest.raises(UsageError, match="'w' appears twice"):
         FleetLinks((WorkerLink("w", 1, 1, 1), WorkerLink("w", 2, 2, 2)))
+
+
+def test_the_batch_boundary_adds_to_every_topology_and_the_terms_sum_to_the_time() -> None:
+    link = WorkerLink("a", downlink_mbps=80.0, uplink_mbps=20.0, rtt_ms=50.0)
+    fetch = FetchModel(poll_interval_s=2.0, round_trips=4, install_mb_per_s=500.0)
+    waiting = FetchModel(
+        poll_interval_s=2.0, round_trips=4, install_mb_per_s=500.0, batch_wait_s=0.25
+    )
+    terms = object_storage_worker_terms(link, 0.1, 1.0, waiting)
+    assert list(terms) == ["poll_s", "requests_s", "wire_s", "install_s", "batch_wait_s"]
+    assert (terms["poll_s"], terms["install_s"], terms["batch_wait_s"]) == (1.0, 2.0, 0.25)
+    assert sum(terms.values()) == object_storage_worker_s(link, 0.1, 1.0, waiting)
+    before = object_storage_worker_s(link, 0.1, 1.0, fetch)
+    assert object_storage_worker_s(link, 0.1, 1.0, waiting) == pytest.approx(before + 0.25)
+    fleet = uniform(3, rtt_ms=10.0)
+    star = star_fleet_s(fleet, 0.5, 1.0, 300.0, fetch)
+    assert star_fleet_s(fleet, 0.5, 1.0, 300.0, waiting) == pytest.approx(star + 0.25)
+    chain = chain_worker_times_s(fleet, 0.5, 1.0, 300.0, fetch, 64.0, chains=1)
+    later = chain_worker_times_s(fleet, 0.5, 1.0, 300.0, waiting, 64.0, chains=1)
+    assert later == pytest.approx([t + 0.25 for t in chain])
+    with pytest.raises(UsageError, match="batch_wait_s"):
+        FetchModel(batch_wait_s=-1.0)
+
+
+class CountedName(str):
+    """A worker name that counts the comparisons made with it."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_checking_names_is_linear_in_the_fleet() -> None:
+    """A 100,000-row fleet: comparing every name with every other is 10^10 steps (minutes)."""
+    n = 2000
+    CountedName.compared = 0
+    FleetLinks(tuple(WorkerLink(CountedName(f"w{i}"), 1, 1, 1) for i in range(n)))
+    assert CountedName.compared < 10 * n  # pairwise would be n * (n - 1): 4 million

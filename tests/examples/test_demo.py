@@ -1,4 +1,4 @@
-"""The demo's asynchronous RL loop, at a reduced size, against a real moto endpoint.
+"""The demo's asynchronous RL loop, at a reduced size, against a real S3 server (SeaweedFS).
 
 One run (module fixture): two worker processes, one per region, a smaller
 transformer, a few steps. The assertions are the demo's invariants, checked
@@ -11,7 +11,9 @@ objects.
 
 from __future__ import annotations
 
+import copy
 import json
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,11 +24,20 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 sys.path.insert(0, str(EXAMPLES))
 
 import demo  # noqa: E402
+import rl_demo_planner  # noqa: E402
 import rl_demo_render  # noqa: E402
 from rl_demo_policy import TaskConfig  # noqa: E402
 
 from wanrl_s3 import Subscriber, fleet_report, open_store, read_statuses  # noqa: E402
 from wanrl_s3.cli import main as cli_main  # noqa: E402
+from wanrl_s3.cost import (  # noqa: E402
+    FetchModel,
+    WorkerLink,
+    at_fraction_s,
+    learner_idle,
+    object_storage_worker_s,
+)
+from wanrl_s3.cost.inputs import LABELS  # noqa: E402
 
 CONFIG = demo.DemoConfig(
     steps=8,
@@ -45,8 +56,8 @@ CONFIG = demo.DemoConfig(
 
 
 @pytest.fixture(scope="module")
-def report(moto_endpoint: str) -> dict[str, Any]:
-    return demo.run_demo(CONFIG, moto_endpoint, demo.Progress(quiet=True))
+def report(s3_endpoint: str) -> dict[str, Any]:
+    return demo.run_demo(CONFIG, s3_endpoint, demo.Progress(quiet=True))
 
 
 def _stores(report: dict[str, Any], run: str, endpoint: str) -> dict[str, Any]:
@@ -81,24 +92,22 @@ def test_nothing_older_than_the_budget_is_trained_on(report: dict[str, Any]) -> 
     assert report["checks"]["ok"]
 
 
-def test_every_worker_reaches_the_last_version(report: dict[str, Any], moto_endpoint: str) -> None:
+def test_every_worker_reaches_the_last_version(report: dict[str, Any], s3_endpoint: str) -> None:
     for run, versions in report["versions"].items():
         last = versions[-1]["version"]
         assert last == CONFIG.steps
         statuses = [
-            s
-            for store in _stores(report, run, moto_endpoint).values()
-            for s in read_statuses(store)
+            s for store in _stores(report, run, s3_endpoint).values() for s in read_statuses(store)
         ]
         assert len(statuses) == CONFIG.workers
         assert {s.installed_version for s in statuses} == {last}
 
 
 def test_versions_in_the_report_are_the_manifests_in_the_bucket(
-    report: dict[str, Any], moto_endpoint: str
+    report: dict[str, Any], s3_endpoint: str
 ) -> None:
     for run, versions in report["versions"].items():
-        for store in _stores(report, run, moto_endpoint).values():
+        for store in _stores(report, run, s3_endpoint).values():
             with Subscriber(store) as sub:
                 assert sub.versions() == [v["version"] for v in versions]
                 for v in versions:
@@ -122,9 +131,9 @@ def test_auto_ships_full_where_a_delta_would_not_pay(report: dict[str, Any]) -> 
     assert lever["downloaded_bytes"] < lever["downloaded_if_all_full_bytes"]
 
 
-def test_t_bcast_matches_the_status_objects(report: dict[str, Any], moto_endpoint: str) -> None:
+def test_t_bcast_matches_the_status_objects(report: dict[str, Any], s3_endpoint: str) -> None:
     for run in report["versions"]:
-        stores = _stores(report, run, moto_endpoint)
+        stores = _stores(report, run, s3_endpoint)
         statuses = [s for store in stores.values() for s in read_statuses(store)]
         with Subscriber(next(iter(stores.values()))) as sub:
             published = {v: sub.manifest(v).created_at_s for v in sub.versions()}
@@ -136,12 +145,12 @@ def test_t_bcast_matches_the_status_objects(report: dict[str, Any], moto_endpoin
 
 
 def test_per_region_t_bcast_is_what_wanrl_s3_status_prints(
-    report: dict[str, Any], moto_endpoint: str, capsys: Any
+    report: dict[str, Any], s3_endpoint: str, capsys: Any
 ) -> None:
     for run in report["versions"]:
         for region, urls in report["buckets"].items():
             capsys.readouterr()
-            argv = ["status", "--store", urls[run], "--endpoint-url", moto_endpoint]
+            argv = ["status", "--store", urls[run], "--endpoint-url", s3_endpoint]
             assert cli_main([*argv, "--last", "1000", "--json"]) == 0
             cli = json.loads(capsys.readouterr().out)
             mine = report["t_bcast"][run]["per_region"][region]
@@ -165,3 +174,105 @@ def test_checks_fail_on_a_bad_install_or_a_too_old_trajectory(report: dict[str, 
     assert not demo._checks(CONFIG, bad_bits)["ok"]
     too_old = {**report, "steps": [{**report["steps"][0], "ages": {CONFIG.kappa + 2: 1}}]}
     assert not demo._checks(CONFIG, too_old)["ok"]
+
+
+def test_every_worker_timed_its_requests(report: dict[str, Any]) -> None:
+    for summary in report["workers"].values():
+        assert summary["probe_error"] is None
+        assert summary["request_s"] and all(0 < s < 60 for s in summary["request_s"])
+
+
+def test_the_planner_predicts_t_bcast_from_what_each_worker_measured(
+    report: dict[str, Any],
+) -> None:
+    """Recomputed here from the run's own records: the fleet model per worker, the commit
+    first, T_bcast at the 90% worker; and the gap split into phases adds up exactly."""
+    polls = {"policy": CONFIG.poll_interval_s, "large": CONFIG.large_poll_interval_s}
+    for run, poll_s in polls.items():
+        b = report["planner"][run]["t_bcast"]
+        m = b["model"]
+        rows = [i for i in report["installs"] if i["run"] == run and i["version"] > 0]
+        boundary = [r["total_s"] - r["seen_s"] - r["ready_s"] - r["install_s"] for r in rows]
+        fetch = FetchModel(poll_s, batch_wait_s=statistics.mean(boundary), goodput_share=1.0)
+        times = []
+        for name, w in m["workers"].items():
+            summary = report["workers"][name]
+            rtt_ms = 1e3 * statistics.mean(summary["request_s"])  # the probe's mean
+            assert w["link"]["rtt_ms"] == pytest.approx(rtt_ms)
+            link = WorkerLink(
+                name, w["link"]["downlink_mbps"], 1.0, w["link"]["rtt_ms"],
+                install_mb_per_s=w["install_mb_per_s"],
+            )  # fmt: skip
+            worker_s = object_storage_worker_s(
+                link, m["payload_gb"], m["snapshot_gb"], fetch, m["delta"]
+            )
+            times.append(w["commit_s"] + worker_s)
+        assert b["predicted_s"] == pytest.approx(at_fraction_s(times, 0.9))
+        assert sum(b["gaps_s"].values()) == pytest.approx(b["measured_median_s"] - b["predicted_s"])
+        assert b["within_25_percent"] == (abs(b["ratio"] - 1) <= 0.25)
+        share = rl_demo_planner.NAMED_SHARE
+        named = {p for p, g in b["gaps_s"].items() if g > share * b["measured_median_s"]}
+        assert set(b["missing_terms"]) == named
+        assert b["explained_s"] + b["other_gaps_s"] == pytest.approx(b["measured_median_s"])
+
+
+def test_the_learner_idle_prediction_is_the_model_fed_the_runs_counts(
+    report: dict[str, Any],
+) -> None:
+    p = report["planner"]["learner"]
+    i = p["inputs"]
+    t = report["trajectories"]
+    dropped = t["dropped_at_put"] + t["dropped_at_get"]
+    assert i["dropped_fraction"] == dropped / (dropped + t["admitted"])
+    assert i["queue_rollouts"] == CONFIG.queue_rollouts
+    assert i["pool_rollouts_per_s"] == pytest.approx(sum(i["worker_rollouts_per_s"]))
+    again = learner_idle(
+        i["t_train_s"], i["batch"], i["kappa"], i["staleness"], i["pool_rollouts_per_s"],
+        dropped_fraction=i["dropped_fraction"], queue_rollouts=i["queue_rollouts"],
+        t_bcast_s=i["t_bcast_s"],
+    )  # fmt: skip
+    assert p["predicted_share"] == again.idle_share
+    waits = [s["wait_s"] for s in report["steps"]]
+    assert p["measured_share"] == pytest.approx(
+        sum(waits) / (sum(waits) + sum(s["train_s"] for s in report["steps"]))
+    )
+    for run in ("policy", "large"):  # one learner: both runs carry its figures
+        idle = report["planner"][run]["learner_idle"]
+        assert (idle["predicted_share"], idle["measured_share"]) == (
+            p["predicted_share"],
+            p["measured_share"],
+        )
+
+
+def test_the_report_explains_the_idle_line_and_names_what_it_recommends(
+    report: dict[str, Any], capsys: Any
+) -> None:
+    rl_demo_render.print_report(report)
+    out = capsys.readouterr().out
+    assert "learner idle (one learner" in out and "    why: the workers generate" in out
+    reference = out[out.index("planner at the reference 8B point") :]
+    table, reason = reference.split("  recommendation: ", 1)
+    rows = [line for line in table.splitlines()[1:] if not line.startswith("  * ")]
+    shown = [line[2:23].rstrip().removesuffix(" *") for line in rows]
+    named = [label for label in LABELS.values() if label in reason.split(" (prices")[0]]
+    assert named and set(named) <= set(shown)
+    starred = [line[2:23].rstrip() for line in rows if line[2:23].rstrip().endswith(" *")]
+    assert starred == ["star *", "peer chain *"]  # modelled, not shipped: said, not ranked
+    assert "  * star, peer chain: modelled, not shipped by wanrl-s3" in reference
+
+
+def test_a_run_whose_versions_never_reached_90_percent_or_whose_probe_failed_reports(
+    report: dict[str, Any], capsys: Any
+) -> None:
+    broken = copy.deepcopy(report)
+    for v in broken["t_bcast"]["large"]["fleet"]["versions"]:
+        v["t_bcast_s"] = None
+    worker = next(iter(broken["workers"].values()))
+    worker["request_s"], worker["probe_error"] = [], "StoreError: HEAD LATEST failed"
+    broken["planner"] = demo._planner(CONFIG, broken)
+    assert "unavailable" in broken["planner"]["large"]["t_bcast"]
+    assert "unavailable" in broken["planner"]["large"]["capacity_rule"]
+    rl_demo_render.print_report(broken)
+    out = capsys.readouterr().out
+    assert "large run: T_bcast at 90% not predicted" in out
+    assert "0 request round trips timed (a HEAD failed: StoreError: HEAD LATEST failed)" in out

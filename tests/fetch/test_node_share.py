@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from wanrl_s3 import FetchCancelled, Subscriber
-from wanrl_s3.errors import UsageError
+from wanrl_s3.errors import LocalIOError, UsageError
 from wanrl_s3.fetch.node_share import NodeShare
 from wanrl_s3.fetch.watch import WatchConfig, Watcher
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
@@ -68,9 +68,9 @@ def model(seed: int) -> dict[str, np.ndarray]:
 
 
 @pytest.fixture
-def published(s3_url: str, moto_endpoint: str) -> tuple[str, dict[int, dict[str, np.ndarray]]]:
-    """v1 full and v2 a 1 % delta of it, on moto."""
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+def published(s3_url: str, s3_endpoint: str) -> tuple[str, dict[int, dict[str, np.ndarray]]]:
+    """v1 full and v2 a 1 % delta of it, on SeaweedFS."""
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     v1 = model(1)
     versions = {1: v1, 2: nudge_state(v1, 0.01, seed=2)}
     publisher = Publisher(store, PublishConfig(delta="auto"))
@@ -90,14 +90,14 @@ def same(tensors: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> boo
 
 
 def test_processes_of_one_host_download_each_version_once(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    argv = [sys.executable, "-c", _PROCESS, url, moto_endpoint, str(tmp_path / "share")]
+    argv = [sys.executable, "-c", _PROCESS, url, s3_endpoint, str(tmp_path / "share")]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, text=True) for _ in range(3)]
     reports = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     assert all(p.returncode == 0 for p in procs)
-    with subscriber(url, moto_endpoint) as sub:
+    with subscriber(url, s3_endpoint) as sub:
         for version in ("1", "2"):
             downloaders = [r[version]["downloaded"] for r in reports if r[version]["downloaded"]]
             assert len(downloaders) == 1, (version, reports)
@@ -108,7 +108,7 @@ def test_processes_of_one_host_download_each_version_once(
 
 
 def test_a_killed_downloader_is_replaced_by_a_waiter(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
     share = NodeShare(tmp_path / "share")
@@ -118,7 +118,7 @@ def test_a_killed_downloader_is_replaced_by_a_waiter(
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     result: dict[str, object] = {}
-    with subscriber(url, moto_endpoint) as sub:
+    with subscriber(url, s3_endpoint) as sub:
         waiter = threading.Thread(target=lambda: result.update(snap=share.fetch(sub, 1)))
         waiter.start()
         time.sleep(0.5)
@@ -131,7 +131,7 @@ def test_a_killed_downloader_is_replaced_by_a_waiter(
 
 
 def test_cancel_ends_the_wait_for_another_process(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, _ = published
     share = NodeShare(tmp_path / "share")
@@ -139,7 +139,7 @@ def test_cancel_ends_the_wait_for_another_process(
     threading.Timer(0.2, cancel.set).start()
     with (
         open(share.path(1).with_suffix(".lock"), "a+b") as other,  # another process's download
-        subscriber(url, moto_endpoint) as sub,
+        subscriber(url, s3_endpoint) as sub,
     ):
         fcntl.flock(other, fcntl.LOCK_EX)
         with pytest.raises(FetchCancelled):
@@ -147,10 +147,10 @@ def test_cancel_ends_the_wait_for_another_process(
 
 
 def test_a_damaged_shared_file_is_replaced_not_installed(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    with subscriber(url, moto_endpoint) as sub:
+    with subscriber(url, s3_endpoint) as sub:
         NodeShare(tmp_path / "share").fetch(sub, 1)
         path = NodeShare(tmp_path / "share").path(1)
         with open(path, "r+b") as f:  # flip the last byte of the last tensor
@@ -163,10 +163,10 @@ def test_a_damaged_shared_file_is_replaced_not_installed(
 
 
 def test_a_reader_maps_the_file_and_its_writes_stay_private(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    with subscriber(url, moto_endpoint) as sub:
+    with subscriber(url, s3_endpoint) as sub:
         first = NodeShare(tmp_path / "share").fetch(sub, 1)
         second = NodeShare(tmp_path / "share").fetch(sub, 1)
         assert second.downloaded_bytes == 0 and second.manifest is not None
@@ -177,13 +177,13 @@ def test_a_reader_maps_the_file_and_its_writes_stay_private(
 
 
 def test_versions_older_than_the_window_are_removed(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    store = open_store(url, endpoint_url=moto_endpoint)
+    store = open_store(url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig(delta="never")).publish(model(3), 3)
     share = NodeShare(tmp_path / "share", keep_versions=2)
-    with subscriber(url, moto_endpoint) as sub:
+    with subscriber(url, s3_endpoint) as sub:
         held = [share.fetch(sub, v) for v in (1, 2, 3)]
     left = sorted(p.name for p in (tmp_path / "share").iterdir())
     kept = [f"00000000000{v}.{kind}" for v in (2, 3) for kind in ("lock", "safetensors")]
@@ -192,11 +192,11 @@ def test_versions_older_than_the_window_are_removed(
 
 
 def test_watchers_sharing_a_directory_download_once(
-    published: tuple, moto_endpoint: str, tmp_path: Path
+    published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
     config = WatchConfig(poll_interval_s=0.05, share_dir=str(tmp_path / "share"))
-    subs = [subscriber(url, moto_endpoint) for _ in range(2)]
+    subs = [subscriber(url, s3_endpoint) for _ in range(2)]
     watchers = [Watcher(sub, config).start() for sub in subs]
     snaps: list = []
     try:
@@ -217,3 +217,27 @@ def test_a_bad_directory_is_a_usage_error(tmp_path: Path) -> None:
         NodeShare(tmp_path / "file" / "share")
     with pytest.raises(UsageError, match="keep_versions"):
         NodeShare(tmp_path / "ok", keep_versions=0)
+
+
+@pytest.mark.parametrize("in_the_way", ["000000000001.lock", "000000000001.safetensors"])
+def test_a_directory_in_place_of_a_shared_file_is_a_local_io_error(
+    published: tuple, s3_endpoint: str, tmp_path: Path, in_the_way: str
+) -> None:
+    """Not ours to remove, and no retry gets past it: an error naming it, not a retry loop."""
+    url, _ = published
+    (tmp_path / "share" / in_the_way).mkdir(parents=True)
+    with subscriber(url, s3_endpoint) as sub, pytest.raises(LocalIOError) as caught:
+        NodeShare(tmp_path / "share").fetch(sub, 1)
+    assert in_the_way in str(caught.value) and (tmp_path / "share" / in_the_way).is_dir()
+
+
+def test_pruning_leaves_what_is_not_a_file_alone(
+    published: tuple, s3_endpoint: str, tmp_path: Path
+) -> None:
+    share = NodeShare(tmp_path / "share", keep_versions=1)
+    for odd in ("000000000001.lock", ".000000000002.safetensors.tmp-x", "00000000000².lock"):
+        (tmp_path / "share" / odd).mkdir()
+    url, versions = published
+    with subscriber(url, s3_endpoint) as sub:
+        assert same(share.fetch(sub, 2).tensors, versions[2])
+    assert (tmp_path / "share" / "000000000001.lock").is_dir()

@@ -152,9 +152,9 @@ def test_the_window_bounds_payload_buffers(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_one_corrupt_tensor_fails_the_version_and_nothing_is_written(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     state = weights(6, 128 * KiB, seed=2)
     Publisher(store, PublishConfig(object_bytes=256 * KiB)).publish(state, 1)
     with Subscriber(store, range_bytes=64 * KiB, window_bytes=256 * KiB) as sub:
@@ -172,10 +172,10 @@ def test_one_corrupt_tensor_fails_the_version_and_nothing_is_written(
 
 @pytest.mark.parametrize("kind", ["delta", "full"])
 def test_a_tensor_damaged_on_the_way_is_read_once_more(
-    s3_url: str, moto_endpoint: str, kind: str, caplog: pytest.LogCaptureFixture
+    s3_url: str, s3_endpoint: str, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A byte flipped in one response fails the tensor's check; a second read serves it."""
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     v1 = weights(4, 64 * KiB, seed=3)
     v2 = nudge_state(v1, 0.01, seed=4)
     publisher = Publisher(store, PublishConfig(delta="always", object_bytes=128 * KiB))
@@ -184,7 +184,7 @@ def test_a_tensor_damaged_on_the_way_is_read_once_more(
     rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/v/0+2/.*\.bin$", count=1)
     if kind == "full":
         rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/v/0+1/.*\.bin$", count=1)
-    with FaultProxy(moto_endpoint, rules=[rule]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[rule]) as proxy:
         via = open_store(s3_url, endpoint_url=proxy.url)
         with Subscriber(via) as sub, caplog.at_level("INFO", logger=stream.__name__):
             got = sub.fetch(2) if kind == "delta" else sub.fetch(1)
@@ -194,19 +194,19 @@ def test_a_tensor_damaged_on_the_way_is_read_once_more(
     assert [r for r in caplog.records if "once more" in r.message]
 
 
-def test_a_manifest_damaged_on_the_way_is_read_once_more(s3_url: str, moto_endpoint: str) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+def test_a_manifest_damaged_on_the_way_is_read_once_more(s3_url: str, s3_endpoint: str) -> None:
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     state = weights(2, 16 * KiB, seed=5)
     Publisher(store).publish(state, 1)
     rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/manifest\.json$", count=1)
-    with FaultProxy(moto_endpoint, rules=[rule]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[rule]) as proxy:
         with Subscriber(open_store(s3_url, endpoint_url=proxy.url)) as sub:
             got = sub.fetch(1)
         assert proxy.counts[Fault.FLIP_RESPONSE] == 1
     assert got.tensors["t1"].tobytes() == state["t1"].tobytes()
     rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/manifest\.json$", count=2)
     with (
-        FaultProxy(moto_endpoint, rules=[rule]) as proxy,  # damaged every time: refused
+        FaultProxy(s3_endpoint, rules=[rule]) as proxy,  # damaged every time: refused
         Subscriber(open_store(s3_url, endpoint_url=proxy.url)) as sub,
         pytest.raises(VerificationError),
     ):
@@ -240,9 +240,9 @@ def test_cancel_mid_stream_stops_every_request_and_returns_nothing() -> None:
 
 
 def test_pull_have_applies_deltas_file_to_file_bit_exact(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     v1 = weights(5, 200 * KiB, seed=4)
     v2 = nudge_state(v1, 0.01, seed=5)
     v3 = nudge_state(v2, 0.01, seed=6)

@@ -57,13 +57,13 @@ def damage(store: ObjectStore, version: int, name: str) -> None:
 
 
 def test_delta_against_a_streamed_base_rebuilds_exactly(
-    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     v1, v2 = two_versions(tmp_path, 0)
-    assert publish(tmp_path / "v1.safetensors", s3_url, moto_endpoint, 1) == 0
-    assert publish(tmp_path / "v2.safetensors", s3_url, moto_endpoint, 2) == 0
+    assert publish(tmp_path / "v1.safetensors", s3_url, s3_endpoint, 1) == 0
+    assert publish(tmp_path / "v2.safetensors", s3_url, s3_endpoint, 2) == 0
     assert '"kind": "delta"' in capsys.readouterr().out
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     with Subscriber(store) as sub:
         got = sub.fetch(2)
         assert got.path == (1, 2)
@@ -76,14 +76,14 @@ def test_delta_against_a_streamed_base_rebuilds_exactly(
 
 
 def test_a_damaged_base_makes_the_publication_a_keyframe(
-    s3_url: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    s3_url: str, s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, v2 = two_versions(tmp_path, 2)
-    assert publish(tmp_path / "v1.safetensors", s3_url, moto_endpoint, 1) == 0
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    assert publish(tmp_path / "v1.safetensors", s3_url, s3_endpoint, 1) == 0
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     damage(store, 1, "w2")
     capsys.readouterr()
-    assert publish(tmp_path / "v2.safetensors", s3_url, moto_endpoint, 2) == 0
+    assert publish(tmp_path / "v2.safetensors", s3_url, s3_endpoint, 2) == 0
     out = capsys.readouterr()
     assert '"kind": "full"' in out.out and "does not verify" in out.err
     with Subscriber(store) as sub:
@@ -111,11 +111,11 @@ def wait_until(predicate, timeout_s: float = 30.0) -> None:  # type: ignore[no-u
 
 
 def test_the_next_tensors_are_fetched_ahead_within_the_bound(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    v1 = published_base(tmp_path, s3_url, moto_endpoint, 4)
+    v1 = published_base(tmp_path, s3_url, s3_endpoint, 4)
     one = v1["w0"].nbytes  # every tensor has this size
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     order = ["w3", "w2", "w1", "w0"]  # the source's order, not the manifest's
     with Subscriber(store) as sub, StreamedBase(sub, 1, order=order, ahead_bytes=one) as base:
         base.load("w3")
@@ -142,10 +142,10 @@ def test_the_next_tensors_are_fetched_ahead_within_the_bound(
 
 
 def test_a_tensor_asked_for_out_of_order_is_fetched_on_demand(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    v1 = published_base(tmp_path, s3_url, moto_endpoint, 6)
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    v1 = published_base(tmp_path, s3_url, s3_endpoint, 6)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     with Subscriber(store) as sub, StreamedBase(sub, 1, ahead_bytes=v1["w0"].nbytes) as base:
         base.load("w2")  # skips w0 and w1; fetches w3 ahead
         assert base.ahead == ("w3",)
@@ -157,10 +157,10 @@ def test_a_tensor_asked_for_out_of_order_is_fetched_on_demand(
 
 
 def test_a_damaged_tensor_fetched_ahead_fails_its_own_load_only(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    v1 = published_base(tmp_path, s3_url, moto_endpoint, 8)
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    v1 = published_base(tmp_path, s3_url, s3_endpoint, 8)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     damage(store, 1, "w2")
     with Subscriber(store) as sub, StreamedBase(sub, 1, ahead_bytes=2**20) as base:
         base.load("w0")
@@ -177,11 +177,11 @@ def test_a_damaged_tensor_fetched_ahead_fails_its_own_load_only(
 
 
 def test_tensors_fetched_ahead_together_take_fewer_requests(
-    s3_url: str, moto_endpoint: str, tmp_path: Path
+    s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    v1 = published_base(tmp_path, s3_url, moto_endpoint, 10)
+    v1 = published_base(tmp_path, s3_url, s3_endpoint, 10)
     requests = {}
-    with FaultProxy(moto_endpoint) as proxy:
+    with FaultProxy(s3_endpoint) as proxy:
         store = open_store(s3_url, endpoint_url=proxy.url)
         for ahead in (0, 4 * v1["w0"].nbytes):  # nothing ahead; then groups of two tensors
             with Subscriber(store) as sub, StreamedBase(sub, 1, ahead_bytes=ahead) as base:

@@ -51,8 +51,8 @@ def test_unchanged_latest_is_a_304_and_install_returns_at_once(tmp_path) -> None
         assert time.monotonic() - start < 0.05
 
 
-def test_prefetch_in_background_then_install(s3_url: str, moto_endpoint: str) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+def test_prefetch_in_background_then_install(s3_url: str, s3_endpoint: str) -> None:
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(keyframe_every=100))
     state = model(2)
     pub.publish(state, 1)
@@ -75,10 +75,8 @@ def test_prefetch_in_background_then_install(s3_url: str, moto_endpoint: str) ->
         assert all(installed[k].tobytes() == state[k].tobytes() for k in state)
 
 
-def test_generation_continues_while_a_big_version_downloads(
-    s3_url: str, moto_endpoint: str
-) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+def test_generation_continues_while_a_big_version_downloads(s3_url: str, s3_endpoint: str) -> None:
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(3, mib=1), 1)
     produced: list[tuple[float, int | None]] = []

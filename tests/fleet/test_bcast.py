@@ -1,4 +1,4 @@
-"""T_bcast a user can trust (fleet/bcast.py), each rule on status objects in a real (moto) bucket.
+"""T_bcast a user can trust (fleet/bcast.py), each rule on status objects in a real S3 bucket.
 
 The statuses are written as the worker writes them (JSON objects under workers/),
 read back with read_statuses, and reported at a fixed ``now_s`` so that expiry is
@@ -26,8 +26,8 @@ T0 = 1_000_000.0
 
 
 @pytest.fixture
-def store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 def install(version: int, at_s: float, published_s: float) -> dict[str, Any]:

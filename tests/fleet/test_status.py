@@ -1,4 +1,4 @@
-"""Worker status objects in a real (moto) bucket: written, read back, broken ones skipped."""
+"""Worker status objects in a real (SeaweedFS) bucket: written, read back, broken ones skipped."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from wanrl_s3.store import ObjectStore
 
 
 @pytest.fixture
-def s3_store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def s3_store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 def install(version: int, at_s: float) -> InstallResult:
@@ -45,6 +45,15 @@ def install(version: int, at_s: float) -> InstallResult:
         b'{"format": "wanrl-s3/manifest", "worker_id": "w"}',  # another format
         b'{"format": "wanrl-s3/worker-status"}',  # no worker id
         b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "updated_at_s": "soon"}',
+        # what its readers would crash on: each field of the wrong type
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": "x"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": [1]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": [{"version": 1}]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installed_version": "3"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "absences": "ab"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "last_error": 5}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": 7}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "round_trip_s": NaN}',
     ],
 )
 def test_a_malformed_status_object_raises_a_status_error(data: bytes) -> None:

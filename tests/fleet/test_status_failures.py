@@ -1,6 +1,6 @@
 """A failing worker's status object: shown at once, refreshed at a bounded rate, cleared.
 
-On a real (moto) bucket; the reporter's clock is a counter the test moves, so the
+On a real (SeaweedFS) bucket; the reporter's clock is a counter the test moves, so the
 rate limit is checked exactly, not by sleeping.
 """
 
@@ -15,8 +15,8 @@ from wanrl_s3.store import ObjectStore
 
 
 @pytest.fixture
-def s3_store(s3_url: str, moto_endpoint: str) -> ObjectStore:
-    return open_store(s3_url, endpoint_url=moto_endpoint)
+def s3_store(s3_url: str, s3_endpoint: str) -> ObjectStore:
+    return open_store(s3_url, endpoint_url=s3_endpoint)
 
 
 class Ticks:

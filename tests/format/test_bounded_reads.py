@@ -3,7 +3,7 @@
 Whoever can write a bucket can make LATEST, a manifest or a worker's status
 object a gigabyte. Each reader asks for its limit plus one byte (a ranged GET)
 and refuses a larger object having read no more: checked here over real HTTP
-(moto behind a counting proxy) by the bytes that crossed the wire and the
+(SeaweedFS behind a counting proxy) by the bytes that crossed the wire and the
 requests made. The memory a whole CLI process spends on such objects is
 measured by the fault campaign (benchmarks/faults.py, docs/benchmarks.md).
 """
@@ -31,10 +31,10 @@ HUGE_BYTES = 64 * MiB + 1  # past every JSON limit (the manifest's is 64 MiB)
 
 
 @pytest.fixture(scope="module")
-def huge_store(moto_endpoint: str) -> str:
+def huge_store(s3_endpoint: str) -> str:
     """A bucket whose LATEST, manifest of v1 and one status object are 64 MiB each."""
-    bucket = make_bucket(moto_endpoint)
-    client = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    bucket = make_bucket(s3_endpoint)
+    client = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
     body = b" " * HUGE_BYTES  # valid JSON whitespace: only its size is wrong
     for key in (layout.LATEST_KEY, layout.manifest_key(1), "workers/huge.json"):
         client.put_object(Bucket=bucket, Key=f"run/{key}", Body=body)
@@ -47,9 +47,9 @@ def _status(worker_id: str) -> bytes:
 
 
 @pytest.fixture
-def counted(huge_store: str, moto_endpoint: str) -> Iterator[tuple[ObjectStore, FaultProxy]]:
+def counted(huge_store: str, s3_endpoint: str) -> Iterator[tuple[ObjectStore, FaultProxy]]:
     """The huge store through a proxy that counts requests and response bytes."""
-    with FaultProxy(moto_endpoint) as proxy:
+    with FaultProxy(s3_endpoint) as proxy:
         yield open_store(huge_store, endpoint_url=proxy.url), proxy
 
 
@@ -94,15 +94,18 @@ WHOLE_READS = {"get_bytes", "get_if_changed", "get_or_none"}  # and .get on a st
 
 
 def unbounded_reads(source: str, path: str) -> list[str]:
-    """Each call in ``source`` that reads a whole object from a store without ``max_bytes``."""
+    """Each call in ``source`` that reads a whole object from a store without its bound:
+    a helper without ``max_bytes``, or the primitive ``x._get`` (a store that wraps
+    another, as the CDN reader does) without ``max_read_bytes``."""
     found = []
     for call in (n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Call)):
         func = call.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         on_store = isinstance(func, ast.Attribute) and "store" in ast.unparse(func.value).lower()
-        if (name in WHOLE_READS or (name == "get" and on_store)) and not any(
-            k.arg == "max_bytes" for k in call.keywords
-        ):
+        bounds = {k.arg for k in call.keywords}
+        helper = name in WHOLE_READS or (name == "get" and on_store)
+        primitive = name == "_get" and isinstance(func, ast.Attribute)
+        if (helper and "max_bytes" not in bounds) or (primitive and "max_read_bytes" not in bounds):
             found.append(f"{path}:{call.lineno}: {ast.unparse(call)[:80]}")
     return found
 
@@ -127,6 +130,7 @@ def test_no_whole_object_is_read_from_a_store_without_a_bound() -> None:
         "blob = self.store.get(key)",
         "blob = get_or_none(store, layout.LATEST_KEY)",
         "blob = primary_store.get_if_changed(k, etag)",
+        "blob = self._origin._get(key, if_none_match=etag)",
     ],
 )
 def test_the_scan_finds_each_unbounded_read(source: str) -> None:
@@ -139,5 +143,7 @@ def test_the_scan_leaves_bounded_reads_and_dicts_alone() -> None:
         "get_or_none(store, key, max_bytes=1)\n"
         "options.get('x')\n"
         "os.environ.get('HOME')\n"
+        "self._origin._get(key, max_read_bytes=limit)\n"
+        "_get(store)\n"
     )
     assert unbounded_reads(source, "x.py") == []

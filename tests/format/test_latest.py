@@ -93,25 +93,28 @@ def test_the_same_version_of_another_run_is_not_ours(store: ObjectStore) -> None
     assert not latest.advance(store, mine)
 
 
-def _flipped_latest_reads(moto_endpoint: str, count: int) -> tuple[str, FaultProxy]:
-    url = f"s3://{make_bucket(moto_endpoint)}/run"
+def _flipped_latest_reads(s3_endpoint: str, count: int) -> tuple[str, FaultProxy]:
+    url = f"s3://{make_bucket(s3_endpoint)}/run"
     rule = Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/LATEST$", count=count)
-    return url, FaultProxy(moto_endpoint, rules=[rule])
+    return url, FaultProxy(s3_endpoint, rules=[rule])
 
 
-def test_a_pointer_damaged_in_transit_is_read_again(moto_endpoint: str) -> None:
+def test_a_pointer_damaged_in_transit_is_read_again(s3_endpoint: str) -> None:
     """A flipped LATEST body must not read as "no version": a writer would then move a
     newer pointer backwards, and a reader would fail a pull a second read serves."""
     flips = 2  # every read but the last of each call is damaged
     assert flips <= latest.REREADS
-    url, proxy = _flipped_latest_reads(moto_endpoint, count=flips)
-    _publish(open_store(url, endpoint_url=moto_endpoint), 3)
+    url, proxy = _flipped_latest_reads(s3_endpoint, count=flips)
+    _publish(open_store(url, endpoint_url=s3_endpoint), 3)
     with proxy:
         store = open_store(url, endpoint_url=proxy.url)
         assert latest.committed_version(store)[0] == 3
         proxy.set_rules([Rule(Fault.FLIP_RESPONSE, method="GET", key=r"/LATEST$", count=flips)])
         found = latest.read(store)
-        assert proxy.counts[Fault.FLIP_RESPONSE] == 2 * flips
+        # each damaged read was read again; a flip inside a string value (a digit of a
+        # time, a letter of a run id) can leave a pointer that still parses, which needs
+        # no second read, so at least one flip hit this read, and at most all of them
+        assert flips + 1 <= proxy.counts[Fault.FLIP_RESPONSE] <= 2 * flips
     assert found is not None and found.version == 3
 
 

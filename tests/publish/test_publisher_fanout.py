@@ -12,8 +12,8 @@ from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import ObjectStore, open_store
 
 
-def _stores(moto_endpoint: str) -> list[ObjectStore]:
-    regions = three_regions(moto_endpoint, "fanout")
+def _stores(s3_endpoint: str) -> list[ObjectStore]:
+    regions = three_regions(s3_endpoint, "fanout")
     return [r.store() for r in regions.publish_regions]
 
 
@@ -21,8 +21,8 @@ def _version_keys(store: ObjectStore, version: int) -> dict[str, int]:
     return {o.key: o.size for o in store.list(layout.version_dir(version) + "/")}
 
 
-def test_fanout_commits_every_region_from_one_pass(moto_endpoint: str) -> None:
-    stores = _stores(moto_endpoint)
+def test_fanout_commits_every_region_from_one_pass(s3_endpoint: str) -> None:
+    stores = _stores(s3_endpoint)
     pub = Publisher(stores, SMALL)
     state = model(1)
     for version in (1, 2):
@@ -42,9 +42,9 @@ def test_fanout_commits_every_region_from_one_pass(moto_endpoint: str) -> None:
 
 
 def test_a_version_claimed_in_any_region_is_a_conflict_that_writes_nothing(
-    moto_endpoint: str,
+    s3_endpoint: str,
 ) -> None:
-    stores = _stores(moto_endpoint)
+    stores = _stores(s3_endpoint)
     Publisher(stores[2], PublishConfig(delta="never")).publish(model(9), 3)  # only in apne1
     pub = Publisher(stores, SMALL)
     with pytest.raises(
@@ -60,15 +60,15 @@ def test_a_version_claimed_in_any_region_is_a_conflict_that_writes_nothing(
 
 
 def test_losing_the_manifest_race_in_one_region_stops_before_any_latest_moves(
-    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+    s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stores = _stores(moto_endpoint)
+    stores = _stores(s3_endpoint)
     rival = model(7)
     real_put = stores[1].put_bytes
 
     def raced(key: str, data: bytes, **kwargs: object) -> str:
         if key == layout.manifest_key(1):  # another publisher commits v1 in euw1 first
-            other = open_store(stores[1].url, endpoint_url=moto_endpoint)
+            other = open_store(stores[1].url, endpoint_url=s3_endpoint)
             Publisher(other, PublishConfig(delta="never")).publish(rival, 1)
         return real_put(key, data, **kwargs)  # type: ignore[arg-type]
 

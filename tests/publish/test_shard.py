@@ -1,4 +1,4 @@
-"""Publishing one version from R ranks (ShardedPublisher), over real HTTP to moto, in threads.
+"""Publishing one version from R ranks (ShardedPublisher), over real HTTP to SeaweedFS, in threads.
 
 Each rank has its own store client, as separate processes would; the ranks meet
 only through the bucket.
@@ -96,9 +96,9 @@ def keys_under(store: ObjectStore, version: int) -> list[str]:
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_publish_shares_and_a_subscriber_pulls_the_whole_version(
-    s3_url: str, moto_endpoint: str, ranks: int
+    s3_url: str, s3_endpoint: str, ranks: int
 ) -> None:
-    pubs = ranks_of(s3_url, moto_endpoint, ranks)
+    pubs = ranks_of(s3_url, s3_endpoint, ranks)
     assert [(p.rank, p.ranks) for p in pubs] == [(r, ranks) for r in range(ranks)]
     state = model()
     results = publish_all(pubs, state, 1)
@@ -122,9 +122,9 @@ def test_ranks_publish_shares_and_a_subscriber_pulls_the_whole_version(
 
 
 def test_deltas_across_ranks_keyframe_cadence_and_the_too_big_rule(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
-    pubs = ranks_of(s3_url, moto_endpoint, 3)
+    pubs = ranks_of(s3_url, s3_endpoint, 3)
     store = pubs[0].store
     states = [model()]
     for v in range(1, 7):
@@ -147,16 +147,16 @@ def test_deltas_across_ranks_keyframe_cadence_and_the_too_big_rule(
 
 
 def test_a_rank_without_a_base_sends_its_share_whole_and_the_cadence_holds(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     """A restarted rank (no base) beside ranks with bases: a delta version holding whole
     tensors; the restarted rank counts the chain from the store and agrees on the keyframe."""
-    pubs = ranks_of(s3_url, moto_endpoint, 2)
+    pubs = ranks_of(s3_url, s3_endpoint, 2)
     store = pubs[0].store
     states = [model(), nudge_state(model(), 0.01, seed=2)]
     for v, state in ((1, states[0]), (2, states[1])):
         publish_all(pubs, state, v)
-    pubs[1] = ranks_of(s3_url, moto_endpoint, 2)[1]  # rank 1 restarts: it holds no base
+    pubs[1] = ranks_of(s3_url, s3_endpoint, 2)[1]  # rank 1 restarts: it holds no base
     states.append(nudge_state(states[-1], 0.01, seed=3))
     assert publish_all(pubs, states[2], 3)[1] is None
     states.append(nudge_state(states[-1], 0.01, seed=4))
@@ -170,13 +170,13 @@ def test_a_rank_without_a_base_sends_its_share_whole_and_the_cadence_holds(
 
 
 def test_balanced_ranks_may_hold_placeholders_for_the_tensors_of_other_ranks(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     """Each rank holds only its share (as ShareSelector picks it); every other tensor is a
     torch ``meta`` tensor, which has no data to read: the version still commits whole."""
     torch = pytest.importorskip("torch")
     state = model()
-    pubs = ranks_of(s3_url, moto_endpoint, 3)
+    pubs = ranks_of(s3_url, s3_endpoint, 3)
     per_rank = []
     for pub in pubs:
         selector = ShareSelector(pub.rank, pub.ranks)
@@ -192,21 +192,21 @@ def test_balanced_ranks_may_hold_placeholders_for_the_tensors_of_other_ranks(
     assert_bit_exact(pulled(pubs[0].store), state)
 
 
-def test_own_mode_each_rank_publishes_what_it_sees(s3_url: str, moto_endpoint: str) -> None:
+def test_own_mode_each_rank_publishes_what_it_sees(s3_url: str, s3_endpoint: str) -> None:
     state = model()
     names = sorted(state)
     shards = [{n: state[n] for n in names[r::2]} for r in range(2)]
-    pubs = ranks_of(s3_url, moto_endpoint, 2, assign="own")
+    pubs = ranks_of(s3_url, s3_endpoint, 2, assign="own")
     results = publish_all(pubs, shards, 1)
     assert isinstance(results[0], PublishResult)
     assert_bit_exact(pulled(pubs[0].store), state)
 
 
 def test_duplicate_names_across_shares_are_refused_and_nothing_is_visible(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     state = model()
-    pubs = ranks_of(s3_url, moto_endpoint, 2, assign="own")
+    pubs = ranks_of(s3_url, s3_endpoint, 2, assign="own")
     store = pubs[0].store
     publish_all(pubs, [{"a": state["scale"]}, {"b": state["scale"]}], 1)
     overlapping = [dict(list(state.items())[:3]), dict(list(state.items())[2:])]
@@ -219,16 +219,16 @@ def test_duplicate_names_across_shares_are_refused_and_nothing_is_visible(
     assert [k for k in keys_under(store, 2) if k.endswith(".bin")] == []  # both shares removed
 
 
-def test_ranks_that_saw_different_streams_are_refused(s3_url: str, moto_endpoint: str) -> None:
+def test_ranks_that_saw_different_streams_are_refused(s3_url: str, s3_endpoint: str) -> None:
     state = model()
     fewer = dict(list(state.items())[1:])
-    pubs = ranks_of(s3_url, moto_endpoint, 2)
+    pubs = ranks_of(s3_url, s3_endpoint, 2)
     results = publish_all(pubs, [state, fewer], 1)
     assert isinstance(results[0], UsageError) and "different tensor streams" in str(results[0])
     assert latest.read(pubs[0].store) is None
 
 
-def test_ranks_arrive_in_any_order(s3_url: str, moto_endpoint: str) -> None:
+def test_ranks_arrive_in_any_order(s3_url: str, s3_endpoint: str) -> None:
     """The committer waits for late ranks; a rank that finishes first waits for the commit."""
     state = model()
 
@@ -237,7 +237,7 @@ def test_ranks_arrive_in_any_order(s3_url: str, moto_endpoint: str) -> None:
         return pub.publish(state, version)
 
     for version, order in ((1, [0, 1, 2]), (2, [2, 1, 0]), (3, [1, 0, 2])):
-        pubs = ranks_of(s3_url, moto_endpoint, 3, run_id=f"job-{version}")
+        pubs = ranks_of(s3_url, s3_endpoint, 3, run_id=f"job-{version}")
         delays_s = [0.4 * order.index(r) for r in range(3)]  # ranks start 0.4 s apart
         results = run_ranks(
             [lambda p=p, d=d, v=version: late(p, d, v) for p, d in zip(pubs, delays_s, strict=True)]
@@ -248,12 +248,12 @@ def test_ranks_arrive_in_any_order(s3_url: str, moto_endpoint: str) -> None:
 
 
 def test_two_jobs_racing_for_a_version_one_wins_the_other_leaves_nothing(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     a, b = model(seed=1), model(seed=2)
     jobs = {
-        "job-a": ranks_of(s3_url, moto_endpoint, 2, run_id="job-a"),
-        "job-b": ranks_of(s3_url, moto_endpoint, 2, run_id="job-b"),
+        "job-a": ranks_of(s3_url, s3_endpoint, 2, run_id="job-a"),
+        "job-b": ranks_of(s3_url, s3_endpoint, 2, run_id="job-b"),
     }
     start = threading.Barrier(4)
 
@@ -280,14 +280,14 @@ def test_two_jobs_racing_for_a_version_one_wins_the_other_leaves_nothing(
 
 
 def test_a_rank_that_never_arrives_times_out_and_nothing_becomes_visible(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
-    store = open_store(s3_url, endpoint_url=moto_endpoint)
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
     state = model()
     solo = ShardedPublisher(store, CONFIG, rank=0, ranks=1, run_id="warm-up")
     solo.publish(state, 1)
     clock = FakeClock()
-    pubs = ranks_of(s3_url, moto_endpoint, 2, timeout_s=5.0, poll_s=0.5, clock=clock)
+    pubs = ranks_of(s3_url, s3_endpoint, 2, timeout_s=5.0, poll_s=0.5, clock=clock)
     with pytest.raises(StoreError, match=r"rank\(s\) 1 posted no share within 5 s"):
         pubs[0].publish(state, 2)
     assert sum(clock.sleeps) >= 5.0  # waited on fake time, not real time
@@ -307,17 +307,17 @@ def test_a_rank_that_never_arrives_times_out_and_nothing_becomes_visible(
 
 
 def test_a_rank_that_fails_before_its_share_stops_the_others_at_once(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     """Rank 2 cannot read LATEST (its claimability check fails, on it alone): it posts the
     abort, so rank 1 (waiting for the commit) and rank 0 (waiting for the shares) stop at
     their first look instead of waiting out timeout_s, and remove their shares."""
     clock, timeout_s = FakeClock(), 600.0
     kw = {"timeout_s": timeout_s, "poll_s": 0.5, "clock": clock}
-    pubs = ranks_of(s3_url, moto_endpoint, 3, **kw)
+    pubs = ranks_of(s3_url, s3_endpoint, 3, **kw)
     state = model()
     unreadable = Rule(Fault.INTERNAL_ERROR, method="GET", key=r"/LATEST$")
-    with FaultProxy(moto_endpoint, rules=[unreadable]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[unreadable]) as proxy:
         pubs[2] = ranks_of(s3_url, proxy.url, 3, RetryPolicy(max_attempts=1), **kw)[2]
         with pytest.raises(StoreError, match="LATEST"):
             pubs[2].publish(state, 1)
@@ -330,25 +330,25 @@ def test_a_rank_that_fails_before_its_share_stops_the_others_at_once(
     assert [k for k in keys_under(store, 1) if k.endswith(".bin")] == []
 
 
-def test_a_lost_response_to_a_share_record_create_is_ours(s3_url: str, moto_endpoint: str) -> None:
+def test_a_lost_response_to_a_share_record_create_is_ours(s3_url: str, s3_endpoint: str) -> None:
     rule = Rule(Fault.RESET_AFTER, method="PUT", key=r"/shares/job-a/0{5}1\.json", count=1)
-    with FaultProxy(moto_endpoint, rules=[rule]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[rule]) as proxy:
         pubs = ranks_of(s3_url, proxy.url, 2)
         state = model()
         results = publish_all(pubs, state, 1)
         assert proxy.counts[Fault.RESET_AFTER] == 1
     assert isinstance(results[0], PublishResult) and results[1] is None, results
-    assert_bit_exact(pulled(open_store(s3_url, endpoint_url=moto_endpoint)), state)
+    assert_bit_exact(pulled(open_store(s3_url, endpoint_url=s3_endpoint)), state)
 
 
 def test_a_record_from_another_launch_with_the_same_run_id_is_refused(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     state = model()
-    first = ranks_of(s3_url, moto_endpoint, 2, timeout_s=1.0, clock=FakeClock())
+    first = ranks_of(s3_url, s3_endpoint, 2, timeout_s=1.0, clock=FakeClock())
     with pytest.raises(StoreError, match="not committed within 2 s"):
         first[1].publish(state, 1)  # rank 1 posts, its committer never comes
-    second = ranks_of(s3_url, moto_endpoint, 2)  # a restart that reused the run id
+    second = ranks_of(s3_url, s3_endpoint, 2)  # a restart that reused the run id
     results = publish_all(second, state, 1)
     assert isinstance(results[1], VersionConflictError)
     assert "give every launch its own run id" in str(results[1])

@@ -86,19 +86,19 @@ def test_fanout_publishes_to_every_region_primary_first() -> None:
 
 
 def test_store_opens_the_region_with_its_endpoint_and_signing_region(
-    tmp_path: Path, moto_endpoint: str
+    tmp_path: Path, s3_endpoint: str
 ) -> None:
     config = RegionsConfig(
         "use1",
         "fanout",
         (
-            Region("use1", "s3://bucket-a/runs/x", "eu-west-1", moto_endpoint),
+            Region("use1", "s3://bucket-a/runs/x", "eu-west-1", s3_endpoint),
             Region("local", f"file://{tmp_path}/local"),
         ),
     )
     store = config.store("use1")
     assert isinstance(store, S3Store)
-    assert (store.url, store.endpoint_url) == ("s3://bucket-a/runs/x", moto_endpoint)
+    assert (store.url, store.endpoint_url) == ("s3://bucket-a/runs/x", s3_endpoint)
     assert store._client.meta.region_name == "eu-west-1"
     assert config.store("local").url == f"file://{tmp_path}/local"
     with pytest.raises(UsageError, match="no region 'nope'; the regions are use1, local"):

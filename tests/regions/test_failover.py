@@ -35,9 +35,9 @@ def _install(w: Watcher, version: int) -> None:
 
 @pytest.mark.parametrize("stall", ["nothing arrives", "only LATEST and manifests arrive"])
 def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(
-    moto_endpoint: str, stall: str
+    s3_endpoint: str, stall: str
 ) -> None:
-    regions = three_regions(moto_endpoint, "replicate")
+    regions = three_regions(s3_endpoint, "replicate")
     primary, home, other = (regions.store(n) for n in ("use1", "euw1", "apne1"))
     rng = random.Random(5)
     pub = Publisher(primary, SMALL)
@@ -91,8 +91,8 @@ def test_a_stalled_region_is_left_for_a_fresh_one_and_rejoined(
             failover.close()
 
 
-def test_the_primary_never_lags_and_the_limit_is_validated(moto_endpoint: str) -> None:
-    regions = three_regions(moto_endpoint, "copy")
+def test_the_primary_never_lags_and_the_limit_is_validated(s3_endpoint: str) -> None:
+    regions = three_regions(s3_endpoint, "copy")
     with Subscriber(regions.store("use1")) as sub:
         failover = RegionFailover(
             regions, "use1", Watcher(sub), lambda n: sub, FailoverConfig(max_lag_versions=1)

@@ -27,15 +27,15 @@ def test_ranking_prefers_fast_then_fresh_and_leaves_out_the_unreachable() -> Non
 
 
 @pytest.fixture
-def slow_proxy(moto_endpoint: str):
-    proxy = SlowProxy(int(urlsplit(moto_endpoint).port or 0), delay_s=0.03)
+def slow_proxy(s3_endpoint: str):
+    proxy = SlowProxy(int(urlsplit(s3_endpoint).port or 0), delay_s=0.03)
     yield proxy
     proxy.close()
 
 
-def test_auto_picks_the_faster_reachable_region(moto_endpoint: str, slow_proxy: SlowProxy) -> None:
-    near = Region("near", new_bucket_url(moto_endpoint), "us-east-1", moto_endpoint)
-    far = Region("far", new_bucket_url(moto_endpoint), "eu-west-1", slow_proxy.endpoint)
+def test_auto_picks_the_faster_reachable_region(s3_endpoint: str, slow_proxy: SlowProxy) -> None:
+    near = Region("near", new_bucket_url(s3_endpoint), "us-east-1", s3_endpoint)
+    far = Region("far", new_bucket_url(s3_endpoint), "eu-west-1", slow_proxy.endpoint)
     down = Region("down", "s3://gone/run", "ap-south-1", f"http://127.0.0.1:{closed_port()}")
     regions = RegionsConfig("far", "fanout", (down, far, near))
     Publisher([far.store(), near.store()], SMALL).publish(model(1), 1)

@@ -22,10 +22,8 @@ def _urls(stores: object) -> list[str]:
         ("replicate", ["use1"], ["use1"]),
     ],
 )
-def test_roles_by_mode(
-    moto_endpoint: str, mode: str, publish: list[str], collect: list[str]
-) -> None:
-    regions = three_regions(moto_endpoint, mode)
+def test_roles_by_mode(s3_endpoint: str, mode: str, publish: list[str], collect: list[str]) -> None:
+    regions = three_regions(s3_endpoint, mode)
     roles = store_roles(regions=regions)
     url = {r.name: r.url for r in regions.regions}
     assert _urls(roles.publish()) == [url[n] for n in publish]
@@ -44,8 +42,8 @@ def test_one_url_plays_every_role() -> None:
     assert store.url == "memory://roles-one" and choice is None
 
 
-def test_exactly_one_of_url_and_regions(moto_endpoint: str) -> None:
+def test_exactly_one_of_url_and_regions(s3_endpoint: str) -> None:
     with pytest.raises(UsageError, match="not both and not neither"):
         StoreRoles()
     with pytest.raises(UsageError, match="not both"):
-        store_roles("memory://x", regions=three_regions(moto_endpoint, "fanout"))
+        store_roles("memory://x", regions=three_regions(s3_endpoint, "fanout"))

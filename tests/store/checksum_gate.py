@@ -1,16 +1,15 @@
-"""An HTTP proxy on 127.0.0.1 that damages uploads and checks them as S3 does.
+"""An HTTP proxy on 127.0.0.1 that damages uploads on their way to a server.
 
-moto (5.2.5 here) stores an upload whose ``x-amz-checksum-*`` header does not
-match its body, and echoes the header back
-(``tests/store/test_upload_checksums.py::test_moto_does_not_check_upload_checksums``),
-so on its own it cannot show what AWS S3 does with a damaged upload. This proxy
-sits between the client and moto: it flips one byte in the body of the PUTs that
-``flip`` matches (the damage a bad NIC or a broken middlebox does), then either
+It flips one byte in the body of the PUTs that ``flip`` matches (the damage a
+bad NIC or a broken middlebox does), then, by ``mode``:
 
-- ``validate`` (S3, R2, MinIO): compares the body with its CRC32C/CRC32 header
-  and answers ``400 BadDigest`` without forwarding when they differ, or
+- ``forward``: sends the damaged body on to a server that validates upload
+  checksums (SeaweedFS here, as AWS S3, R2 and MinIO do), which refuses it
+  (``400 BadDigest``); the gate counts those refusals;
 - ``echo``: forwards it and returns the checksum of the body it received, like
-  a service that computes its own checksum and does not compare.
+  a service that computes its own checksum and does not compare. That needs an
+  upstream that stores a body whose checksum header is wrong: moto (5.2.5 here,
+  ``tests/store/test_upload_checksums.py::test_moto_does_not_check_upload_checksums``).
 
 It records every upload that carried no checksum at all.
 """
@@ -89,14 +88,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command == "PUT" and body and not sent:
             with gate.lock:
                 gate.unchecked.append(self.path)
-        if gate.mode == "validate" and any(
-            _checksum(alg, bytes(body)) != value for alg, value in sent.items()
-        ):
+        status, headers, data = self._forward(bytes(body))
+        if status == 400 and b"BadDigest" in data:
             with gate.lock:
                 gate.refused += 1
-            self._answer(400, {"Content-Type": "application/xml"}, _BAD_DIGEST)
-            return
-        status, headers, data = self._forward(bytes(body))
         if gate.mode == "echo" and status == 200:
             for alg in sent:
                 headers[f"x-amz-checksum-{alg}"] = _checksum(alg, bytes(body))
@@ -128,15 +123,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
 
 
-_BAD_DIGEST = (
-    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>BadDigest</Code>'
-    b"<Message>The CRC32C you specified did not match the calculated checksum.</Message></Error>"
-)
-
-
 @contextmanager
 def checksum_gate(
-    upstream: str, *, flip: str = r"\.bin", times: int = 1, mode: str = "validate"
+    upstream: str, *, flip: str = r"\.bin", times: int = 1, mode: str = "forward"
 ) -> Iterator[Gate]:
     """A running proxy to ``upstream``; point the client at ``gate.url``."""
     gate = Gate(upstream, flip, times, mode)

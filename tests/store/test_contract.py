@@ -1,4 +1,4 @@
-"""One contract, every backend: memory://, file:// and s3:// (moto over HTTP).
+"""One contract, every backend: memory://, file:// and s3:// (SeaweedFS over HTTP).
 
 The contract itself lives in :mod:`wanrl_s3.testing` so that third-party backends
 run the same suite; here each of ours subclasses it. gs:// and az:// run it
@@ -30,22 +30,23 @@ class TestLocalStore(StoreContract):
 
 
 class TestS3Store(StoreContract):
-    """moto, until a real S3 server runs the suite too."""
+    """SeaweedFS, a real S3 server."""
 
     @pytest.fixture
-    def store(self, moto_endpoint: str) -> ObjectStore:
-        bucket = make_bucket(moto_endpoint)
-        return open_store(f"s3://{bucket}/runs/test", endpoint_url=moto_endpoint)
+    def store(self, s3_endpoint: str) -> ObjectStore:
+        bucket = make_bucket(s3_endpoint)
+        return open_store(f"s3://{bucket}/runs/test", endpoint_url=s3_endpoint)
 
     @pytest.fixture
-    def other_store(self, moto_endpoint: str) -> ObjectStore:
-        bucket = make_bucket(moto_endpoint)
-        return open_store(f"s3://{bucket}/other/prefix", endpoint_url=moto_endpoint)
+    def other_store(self, s3_endpoint: str) -> ObjectStore:
+        bucket = make_bucket(s3_endpoint)
+        return open_store(f"s3://{bucket}/other/prefix", endpoint_url=s3_endpoint)
 
     @pytest.fixture
     def store_through_faults(
-        self, store: ObjectStore, moto_endpoint: str
+        self, store: ObjectStore, s3_endpoint: str
     ) -> Iterator[tuple[ObjectStore, FaultProxy]]:
-        """moto checks no upload checksum: only what the store confirms keeps damage out."""
-        with through_fault_proxy(store, moto_endpoint) as pair:
+        """SeaweedFS refuses a body that fails its checksum; a service that checks
+        nothing (moto) is tests/store/test_upload_confirmation.py's."""
+        with through_fault_proxy(store, s3_endpoint) as pair:
             yield pair

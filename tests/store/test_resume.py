@@ -1,6 +1,6 @@
 """A connection dropped mid-download resumes at the last byte received, over real TCP.
 
-A small proxy between the SDK and the server (moto, fake-gcs-server, Azurite)
+A small proxy between the SDK and the server (SeaweedFS, fake-gcs-server, Azurite)
 cuts the first large responses after a set number of bytes; the read must
 still complete, bit for bit, by asking only for the bytes it is missing.
 """
@@ -100,11 +100,9 @@ def _resumes_from_the_last_byte(
     assert clock.sleeps == []  # bytes kept arriving: no backoff was needed
 
 
-def test_s3_resumes_a_dropped_connection_from_the_last_byte(
-    s3_url: str, moto_endpoint: str
-) -> None:
-    direct = open_store(s3_url, endpoint_url=moto_endpoint)
-    _resumes_from_the_last_byte(s3_url, direct, moto_endpoint)
+def test_s3_resumes_a_dropped_connection_from_the_last_byte(s3_url: str, s3_endpoint: str) -> None:
+    direct = open_store(s3_url, endpoint_url=s3_endpoint)
+    _resumes_from_the_last_byte(s3_url, direct, s3_endpoint)
 
 
 def test_gs_resumes_a_dropped_connection_from_the_last_byte(gs_url: str, gcs_endpoint: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import tf_support
 
-from wanrl_s3.testing import local_s3
+from wanrl_s3.testing import local_moto
 
 
 @pytest.fixture(scope="session")
@@ -42,5 +42,5 @@ def terraform_moto_endpoint() -> Iterator[str]:
     """A moto server on 127.0.0.1 that stands in for STS, IAM and S3 when
     terraform plans or applies; one per test module, stopped afterwards."""
     pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    with local_s3() as endpoint:
+    with local_moto() as endpoint:
         yield endpoint

@@ -3,7 +3,7 @@
 The origin here is a plain local HTTP server that counts the requests it gets,
 so every count below is the origin's own; the edge's log of origin requests
 must agree with it. The last test puts the edge in front of an S3 endpoint
-(moto) read with presigned URLs, the way a worker reads through a CDN.
+(SeaweedFS) read with presigned URLs, the way a worker reads through a CDN.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def test_bad_arguments_and_a_missing_nginx_are_one_line(monkeypatch: pytest.Monk
         pass
 
 
-def test_an_s3_origin_read_with_presigned_urls(moto_endpoint: str) -> None:
+def test_an_s3_origin_read_with_presigned_urls(s3_endpoint: str) -> None:
     import boto3
 
     from wanrl_s3.testing import make_bucket
@@ -171,16 +171,16 @@ def test_an_s3_origin_read_with_presigned_urls(moto_endpoint: str) -> None:
         cdn_edge.nginx_binary()
     except UsageError as exc:
         pytest.skip(str(exc))
-    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
-    bucket, key = make_bucket(moto_endpoint), "run/v/000000000002/manifest.json"
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    bucket, key = make_bucket(s3_endpoint), "run/v/000000000002/manifest.json"
     s3.put_object(Bucket=bucket, Key=key, Body=b"immutable bytes", CacheControl=IMMUTABLE)
-    with local_cdn_edge(moto_endpoint) as running:
+    with local_cdn_edge(s3_endpoint) as running:
         bodies = []
         for expires_in in (600, 900):  # two different signatures for one object
             url = s3.generate_presigned_url(
                 "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=expires_in
             )
-            bodies.append(get(url.replace(moto_endpoint, running.url))[0])
+            bodies.append(get(url.replace(s3_endpoint, running.url))[0])
         assert bodies == [b"immutable bytes"] * 2
         reached = [r.uri.split("?")[0] for r in running.origin_requests()]
         assert reached == [f"/{bucket}/{key}"]

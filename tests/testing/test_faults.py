@@ -1,4 +1,4 @@
-"""FaultProxy: each fault does what it says, against a real moto server, and nothing else.
+"""FaultProxy: each fault does what it says, against a real S3 server (SeaweedFS), and nothing else.
 
 The client is a bare boto3 client with its own retries and checksums off, so
 what reaches the server (or does not) is the proxy's doing alone; the store
@@ -37,13 +37,13 @@ def client(endpoint: str) -> Any:
 
 
 @pytest.fixture
-def bucket(moto_endpoint: str) -> str:
-    return make_bucket(moto_endpoint)
+def bucket(s3_endpoint: str) -> str:
+    return make_bucket(s3_endpoint)
 
 
 @pytest.fixture
-def proxy(moto_endpoint: str) -> Iterator[FaultProxy]:
-    with FaultProxy(moto_endpoint, seed=7, trickle_max_s=0.3) as p:
+def proxy(s3_endpoint: str) -> Iterator[FaultProxy]:
+    with FaultProxy(s3_endpoint, seed=7, trickle_max_s=0.3) as p:
         yield p
 
 
@@ -69,14 +69,14 @@ def test_passes_requests_through_and_counts_them(proxy: FaultProxy, bucket: str)
     ],
 )
 def test_faults_before_the_server_leave_it_untouched(
-    proxy: FaultProxy, bucket: str, moto_endpoint: str, fault: Fault, error: str | None
+    proxy: FaultProxy, bucket: str, s3_endpoint: str, fault: Fault, error: str | None
 ) -> None:
     proxy.set_rules([Rule(fault, method="PUT", key=r"/a$", count=1)])
     with pytest.raises((bx.ClientError, bx.ConnectionClosedError, bx.EndpointConnectionError)) as e:
         client(proxy.url).put_object(Bucket=bucket, Key="a", Body=BODY)
     if error is not None:
         assert isinstance(e.value, bx.ClientError) and e.value.response["Error"]["Code"] == error
-    direct = client(moto_endpoint)
+    direct = client(s3_endpoint)
     with pytest.raises(bx.ClientError):
         direct.head_object(Bucket=bucket, Key="a")  # the server never saw the PUT
     client(proxy.url).put_object(Bucket=bucket, Key="a", Body=BODY)  # count=1: spent
@@ -85,12 +85,12 @@ def test_faults_before_the_server_leave_it_untouched(
 
 
 def test_reset_after_loses_the_response_of_a_write_that_happened(
-    proxy: FaultProxy, bucket: str, moto_endpoint: str
+    proxy: FaultProxy, bucket: str, s3_endpoint: str
 ) -> None:
     proxy.set_rules([Rule(Fault.RESET_AFTER, method="PUT", count=1)])
     with pytest.raises(bx.ConnectionClosedError):
         client(proxy.url).put_object(Bucket=bucket, Key="a", Body=BODY, IfNoneMatch="*")
-    stored = client(moto_endpoint).get_object(Bucket=bucket, Key="a")["Body"].read()
+    stored = client(s3_endpoint).get_object(Bucket=bucket, Key="a")["Body"].read()
     assert stored == BODY  # the conditional create happened; the client cannot know
     with pytest.raises(bx.ClientError) as e:  # the client's retry now loses its own race
         client(proxy.url).put_object(Bucket=bucket, Key="a", Body=BODY, IfNoneMatch="*")
@@ -119,11 +119,11 @@ def test_trickle_is_slow_but_whole_and_bounded(proxy: FaultProxy, bucket: str) -
 
 
 def test_flipped_request_byte_reaches_the_server(
-    proxy: FaultProxy, bucket: str, moto_endpoint: str
+    proxy: FaultProxy, bucket: str, s3_endpoint: str
 ) -> None:
     proxy.set_rules([Rule(Fault.FLIP_REQUEST, method="PUT")])
     client(proxy.url).put_object(Bucket=bucket, Key="a", Body=BODY)
-    stored = client(moto_endpoint).get_object(Bucket=bucket, Key="a")["Body"].read()
+    stored = client(s3_endpoint).get_object(Bucket=bucket, Key="a")["Body"].read()
     assert bit_difference(stored, BODY) == 1
 
 
@@ -155,10 +155,10 @@ def test_rules_match_method_key_count_and_probability(proxy: FaultProxy, bucket:
     assert proxy.counts == {Fault.INTERNAL_ERROR: 2}
 
 
-def test_the_seed_decides_which_requests_fail(moto_endpoint: str, bucket: str) -> None:
+def test_the_seed_decides_which_requests_fail(s3_endpoint: str, bucket: str) -> None:
     def pattern(seed: int) -> list[bool]:
         rules = [Rule(Fault.SLOW_DOWN, method="HEAD", probability=0.5)]
-        with FaultProxy(moto_endpoint, seed=seed, rules=rules) as p:
+        with FaultProxy(s3_endpoint, seed=seed, rules=rules) as p:
             c = client(p.url)
             out = []
             for _ in range(24):
@@ -218,8 +218,8 @@ def test_chunked_bodies_with_trailers_pass_byte_exact() -> None:
     assert answer.endswith(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
-def test_stop_ends_every_connection_and_thread(moto_endpoint: str, bucket: str) -> None:
-    p = FaultProxy(moto_endpoint).start()
+def test_stop_ends_every_connection_and_thread(s3_endpoint: str, bucket: str) -> None:
+    p = FaultProxy(s3_endpoint).start()
     c = client(p.url)
     c.put_object(Bucket=bucket, Key="a", Body=b"1")  # leaves a kept-alive connection open
     p.stop()
@@ -229,7 +229,7 @@ def test_stop_ends_every_connection_and_thread(moto_endpoint: str, bucket: str) 
 
 
 def test_the_store_retry_layer_rides_over_every_fault(
-    proxy: FaultProxy, bucket: str, moto_endpoint: str
+    proxy: FaultProxy, bucket: str, s3_endpoint: str
 ) -> None:
     retry = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, clock=FakeClock())
     store = open_store(f"s3://{bucket}/run", endpoint_url=proxy.url, retry=retry)

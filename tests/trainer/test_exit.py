@@ -24,7 +24,7 @@ CHILD = "tests.trainer.trainer_child"
 
 @pytest.mark.slow  # two processes that import torch: 15 s
 def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
-    moto_endpoint: str, s3_url: str, tmp_path: Path
+    s3_endpoint: str, s3_url: str, tmp_path: Path
 ) -> None:
     """Two trainer processes at once (their imports are most of their time): one behind a
     proxy that slows every LATEST read, one behind a proxy that answers 503 to every
@@ -33,12 +33,12 @@ def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
     """
     stall = Rule(Fault.SLOW_DOWN, method="PUT", key=r"/v/0+1/manifest\.json$")
     slow = Rule(Fault.TRICKLE, method="GET", key=r"/LATEST$")
-    urls = {"exits": s3_url, "killed": f"s3://{make_bucket(moto_endpoint)}/runs/test"}
+    urls = {"exits": s3_url, "killed": f"s3://{make_bucket(s3_endpoint)}/runs/test"}
     with (
         FaultProxy(
-            moto_endpoint, rules=[slow], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
+            s3_endpoint, rules=[slow], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
         ) as p1,
-        FaultProxy(moto_endpoint, rules=[stall]) as p2,
+        FaultProxy(s3_endpoint, rules=[stall]) as p2,
     ):
         procs = {
             name: ChildProcess(
@@ -64,18 +64,18 @@ def test_a_trainer_process_that_exits_or_is_killed_mid_publication(
         assert procs["exits"].ask(cmd="exit") == {"bye": True}
         assert procs["exits"].proc.wait(60) == 0
         assert procs["killed"].proc.wait(10) == -signal.SIGKILL
-    exited = reader(urls["exits"], moto_endpoint)
+    exited = reader(urls["exits"], s3_endpoint)
     assert latest_version(exited) == 1
     assert digests(exited.fetch(1).to_torch()) == expected(1)
     log = (tmp_path / "exits.log").read_text()
     assert "waiting up to 600 s for the publication of v1" in log
     assert "the publication of v1 finished" in log
-    killed = reader(urls["killed"], moto_endpoint)
+    killed = reader(urls["killed"], s3_endpoint)
     assert [i.key for i in killed.store.list("v/000000000001/")], "v1's payload was uploaded"
     assert latest_version(killed) == 0 and killed.versions() == [0]
     assert digests(killed.fetch().to_torch()) == expected(0)
     # and the store takes the restarted trainer's v1 as if nothing had happened
-    store = open_store(urls["killed"], endpoint_url=moto_endpoint)
+    store = open_store(urls["killed"], endpoint_url=s3_endpoint)
     with TrainerPublisher(Publisher(store), dtype="bf16") as restarted:
         done = restarted.submit(policy(1), 1).result(60).result
     assert done is not None and done.kind == "delta"

@@ -3,7 +3,7 @@
 Publications that must be held open go through :class:`Gated`, a real Publisher
 whose ``publish`` waits for the test's go: what runs when is decided by events,
 never by timing. S3 behaviour (a missing bucket, one deleted mid-run) is a real
-moto server over HTTP; the rest uses the in-memory store.
+SeaweedFS server over HTTP; the rest uses the in-memory store.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from wanrl_s3 import (
     VersionPublisher,
 )
 from wanrl_s3.errors import PublicationFailedError, StoreError, UsageError, WanrlError
+from wanrl_s3.format import layout
+from wanrl_s3.format.signing import Signer, Verifier, generate_keypair
 from wanrl_s3.store import FakeClock, ObjectStore, open_store
 
 BAD = {"x" * 2000: np.zeros(2, np.float32)}  # a name no manifest may hold: fatal, not an outage
@@ -173,18 +175,18 @@ def test_close_surfaces_a_publication_thread_that_died_unseen() -> None:
 
 
 def test_what_stops_the_run_and_what_does_not(
-    s3_url: str, moto_endpoint: str, caplog: pytest.LogCaptureFixture
+    s3_url: str, s3_endpoint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     weights = model(big=1000)
     # a wrong bucket: the first publication's store error is fatal
-    wrong = open_store("s3://no-such-bkt/r", endpoint_url=moto_endpoint)
+    wrong = open_store("s3://no-such-bkt/r", endpoint_url=s3_endpoint)
     future = TrainerPublisher(Publisher(wrong)).submit(weights, 0)
     with pytest.raises(PublicationFailedError, match="first publication to s3://no-such") as info:
         future.result(60)
     assert isinstance(info.value.__cause__, StoreError) and info.value.exit_code == 6
     # the store reached, then gone: an outage, logged and ridden out
-    where = {"store_url": s3_url, "endpoint_url": moto_endpoint}
-    trainer = TrainerPublisher(Publisher(open_store(s3_url, endpoint_url=moto_endpoint)))
+    where = {"store_url": s3_url, "endpoint_url": s3_endpoint}
+    trainer = TrainerPublisher(Publisher(open_store(s3_url, endpoint_url=s3_endpoint)))
     assert trainer.submit(weights, 0).result(60).published
     delete_bucket(where)
     gone = trainer.submit(weights, 1).result(60)
@@ -205,6 +207,57 @@ def test_a_restarted_trainer_resumes_and_skips_what_the_store_holds() -> None:
     done = restarted.submit(gen(weights), 6).result(60).result
     assert done is not None and (done.kind, done.base_version) == ("delta", 5)
     assert restarted.close() and pulled(store, 6) == expected(weights)
+
+
+def test_an_unsigned_trainer_is_refused_a_signed_run_unless_it_allows_it() -> None:
+    """Readers that verify would refuse every unsigned version: fatal at the first
+    publication, nothing published; ``allow_unsigned`` says it is meant."""
+    store = memory()
+    Publisher(store, signer=Signer(generate_keypair()[0])).publish(model(big=10), 0)
+    trainer = TrainerPublisher(Publisher(store), background=False)
+    with pytest.raises(UsageError, match=r"holds a signed run .*allow_unsigned"):
+        trainer.submit(model(big=10), 1)
+    assert not store.exists(layout.manifest_key(1))
+    allowed = TrainerPublisher(Publisher(store), background=False, allow_unsigned=True)
+    assert allowed.submit(model(big=10), 1).result().published
+
+
+def test_only_the_committing_rank_needs_the_signer_of_a_signed_run() -> None:
+    store = memory()
+    signer = Signer(generate_keypair()[0])
+    Publisher(store, signer=signer).publish(model(big=10), 0)
+    ranks = [
+        ShardedPublisher(store, rank=r, ranks=2, run_id="two", signer=signer if r == 0 else None)
+        for r in (0, 1)
+    ]
+    trainers = [TrainerPublisher(p) for p in ranks]
+    futures = [t.submit(model(big=100), 1) for t in trainers]
+    assert all(f.result(60).published for f in futures)
+    with Subscriber(store, verifier=signer.verifier()) as sub:
+        assert sub.manifest(1).signature is not None
+    assert all(t.close() for t in trainers)
+
+
+def test_a_restarted_trainer_resumes_from_a_base_the_readers_keyring_trusts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rotated key: the old key's versions are a delta base only while the readers'
+    keyring (``verifier``) still holds the old key; the new key alone trusts none."""
+    caplog.set_level(logging.INFO, logger="wanrl_s3")
+    (old, old_pub), (new, new_pub) = generate_keypair(), generate_keypair()
+    weights = model(big=1000)
+    for keyring, kind in ((None, "full"), (Verifier([old_pub, new_pub]), "delta")):
+        store = memory()
+        TrainerPublisher(Publisher(store, signer=Signer(old)), background=False).submit(weights, 0)
+        restarted = TrainerPublisher(
+            Publisher(store, signer=Signer(new)), background=False, verifier=keyring
+        )
+        step(weights, 1)
+        done = restarted.submit(weights, 1).result().result
+        assert done is not None and done.kind == kind
+        with Subscriber(store, verifier=Verifier([old_pub, new_pub])) as sub:
+            assert digests(sub.fetch(1).to_torch()) == digests(weights)
+    assert "the next publication is a keyframe (no base adopted)" in caplog.text
 
 
 def test_without_background_submit_publishes_before_it_returns() -> None:
@@ -265,10 +318,10 @@ def rss_bytes() -> int:
 
 
 def test_host_memory_holds_one_copy_whatever_the_number_of_publications(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     trainer = TrainerPublisher(
-        Publisher(open_store(s3_url, endpoint_url=moto_endpoint)), dtype="bf16"
+        Publisher(open_store(s3_url, endpoint_url=s3_endpoint)), dtype="bf16"
     )
     weights = model(big=16_000_000)  # 34 MB in bf16
     snapshot_bytes = sum(t.numel() * t.element_size() for t in as_published(weights).values())

@@ -49,10 +49,10 @@ def free_port() -> int:
 
 @pytest.mark.slow  # two processes that import torch and join a gloo group: 18 s here
 def test_two_processes_with_a_gloo_process_group_share_one_broadcast_run_id(
-    s3_url: str, moto_endpoint: str
+    s3_url: str, s3_endpoint: str
 ) -> None:
     """Real ``torch.distributed``: rank 0's run id reaches rank 1, submits run in lockstep."""
-    port, arg = free_port(), json.dumps({"store_url": s3_url, "endpoint_url": moto_endpoint})
+    port, arg = free_port(), json.dumps({"store_url": s3_url, "endpoint_url": s3_endpoint})
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.trainer.rank_child", arg, str(r), str(port)],
@@ -73,7 +73,7 @@ def test_two_processes_with_a_gloo_process_group_share_one_broadcast_run_id(
     assert [e["kind"] for e in outs[0]["ended"]] == ["full", "delta"]  # the committing rank
     assert [e["published"] for e in outs[1]["ended"]] == [True, True]
     assert all(e["bytes"] > 0 for o in outs for e in o["ended"])  # each holds a share
-    sub = Subscriber(open_store(s3_url, endpoint_url=moto_endpoint))
+    sub = Subscriber(open_store(s3_url, endpoint_url=s3_endpoint))
     assert sub.manifest(1).run_id == outs[0]["run_id"]
     assert digests(sub.fetch(1).to_torch()) == expected(1)
     assert digests(sub.fetch(0).to_torch()) == expected(0)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
+from ..format import layout
+from ..format.manifest import RUN_ID_RE
 from ..format.manifests import Manifests
 from ..format.signing import Verifier
 from ..regions.config import RegionsConfig
@@ -55,12 +56,28 @@ positive_int = _number_type(_ascii_int, lambda v: v >= 1, "an integer >= 1")
 non_negative_int = _number_type(_ascii_int, lambda v: v >= 0, "an integer >= 0")
 
 
+version_number = _number_type(
+    _ascii_int,
+    lambda v: 0 <= v <= layout.MAX_VERSION,
+    f"a version number (0 to {layout.MAX_VERSION})",
+)
+
+
+def run_arg(text: str) -> str:
+    """``--run``: a run id as manifests write it."""
+    if not RUN_ID_RE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected a run id (1-128 letters, digits, '.', '_' or '-'), got {text!r}"
+        )
+    return text
+
+
 def version_arg(text: str) -> int | str:
     """``--version``: a version number (ASCII digits) or ``latest``."""
     if text == "latest":
         return text
     try:
-        value: int | str = non_negative_int(text)
+        value: int | str = version_number(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(
             f"expected a version number or 'latest', got {text!r}"
@@ -95,32 +112,67 @@ class OnceKeyring(Once):
     help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
-def add_store_args(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+STORE_URLS = (
+    "s3://bucket/prefix, gs://bucket/prefix, az://container[@account]/prefix, "
+    "file:///path or memory://name"
+)
+
+
+def add_store_args(
+    parser: argparse.ArgumentParser,
+    *,
+    required: bool = True,
+    verify: str | None = None,
+    reader: bool = True,
+) -> None:
+    """``--store`` and the flags that reach it; ``verify``: what ``--verify-key`` does in
+    this command, or None for a command that checks no signature (then it has no such flag);
+    ``reader``: also ``--run`` (the run to follow), for a command that reads versions."""
     g = parser.add_argument_group("store")
+    either = "" if required else " (this or --regions FILE)"
     g.add_argument(
-        "--store",
-        required=required,
-        metavar="URL",
-        help="s3://bucket/prefix, file:///path or memory://name",
+        "--store", required=required, metavar="URL", help=f"the store: {STORE_URLS}{either}"
     )
     g.add_argument(
         "--endpoint-url",
-        default=os.environ.get("AWS_ENDPOINT_URL"),
-        help="S3-compatible endpoint (R2, GCS, MinIO ...); default: $AWS_ENDPOINT_URL or AWS",
+        metavar="URL",
+        default=None,  # not $AWS_ENDPOINT_URL here: that would send gs:// and az:// there too
+        help="the service's endpoint: an S3-compatible one for s3:// (R2, MinIO, SeaweedFS ...), "
+        "the API endpoint for gs:// (an emulator), the account URL for az:// (Azurite, a "
+        "private endpoint) (default for s3://: $AWS_ENDPOINT_URL, else AWS; for the others "
+        "the provider's own)",
     )
-    g.add_argument("--profile", default=None, help="AWS profile (default: the credential chain)")
     g.add_argument(
-        "--verify-key",
-        metavar="PUBLIC.pem",
+        "--profile",
+        metavar="NAME",
         default=None,
-        action=OnceKeyring,
-        help="refuse any version not signed by this Ed25519 public key (or by one of "
-        "the keys of this keyring file)",
+        help="AWS profile, s3:// only (default: the credential chain)",
     )
+    if verify is not None:
+        g.add_argument(
+            "--verify-key",
+            metavar="PUBLIC.pem",
+            default=None,
+            action=OnceKeyring,
+            help="an Ed25519 public key, or a keyring file of several (`wanrl-s3 keygen`): "
+            + verify
+            + ("" if "(default:" in verify else " (default: signatures not checked)"),
+        )
+    if reader:
+        g.add_argument(
+            "--run",
+            metavar="RUN_ID",
+            default=None,
+            type=run_arg,
+            help="read only versions of this run (the run id of its first version; `inspect` "
+            "shows it) and refuse any other run's, even the first time (default: with "
+            "--verify-key, the run of the first LATEST read; without, any run)",
+        )
     g.add_argument(
         "--s3-region",
+        metavar="NAME",
         default=None,
-        help="S3 region name for request signing (default: from the profile)",
+        help="S3 region for request signing, s3:// only (default: the profile's)",
     )
 
 
@@ -130,7 +182,7 @@ def add_regions_arg(parser: argparse.ArgumentParser, what: str) -> None:
         "--regions",
         metavar="FILE",
         default=None,
-        help="a regions file (`terraform output -raw regions_toml`) instead of "
+        help="a regions file (TOML, `terraform output -raw regions_toml`) instead of "
         f"--store: {what}; its per-region endpoint and profile apply",
     )
 
@@ -153,14 +205,25 @@ def roles_from_args(args: argparse.Namespace) -> StoreRoles:
     )
 
 
+def add_read_concurrency_arg(parser: argparse.ArgumentParser) -> None:
+    """``--concurrency`` of a command that downloads a version (pull, worker)."""
+    parser.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=16,
+        metavar="N",
+        help="ranged GETs in flight at once",
+    )
+
+
 def add_region_arg(parser: argparse.ArgumentParser, without_regions: str) -> None:
     parser.add_argument(
         "--region",
         metavar="NAME|auto",
         default=None,
-        help="with --regions: the region to read from, or 'auto' (the default): "
-        "the fastest by latency and throughput measured at start-up; "
-        f"without --regions: {without_regions}",
+        help="with --regions: the region to read from, or 'auto': the fastest by latency "
+        f"and throughput measured at start-up; without --regions: {without_regions} "
+        "(default: auto with --regions)",
     )
 
 
@@ -185,17 +248,28 @@ def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectSt
 def subscriber_from_args(
     args: argparse.Namespace, store: ObjectStore | None = None, **kwargs: Any
 ) -> Subscriber:
-    return Subscriber(store or open_from_args(args), verifier=_verifier(args), **kwargs)
+    return Subscriber(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+        **kwargs,
+    )
 
 
 def manifests_from_args(args: argparse.Namespace, store: ObjectStore | None = None) -> Manifests:
     """The manifest reader of ``--store`` (signatures required with ``--verify-key``): for a
     command that reads manifests and no payload."""
-    return Manifests(store or open_from_args(args), verifier=_verifier(args))
+    return Manifests(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+    )
 
 
-def _verifier(args: argparse.Namespace) -> Verifier | None:
-    return Verifier.from_file(args.verify_key) if args.verify_key else None
+def verifier_from_args(args: argparse.Namespace) -> Verifier | None:
+    """--verify-key's keyring, reloaded when its file changes; None without the flag."""
+    key = getattr(args, "verify_key", None)  # absent where the command checks no signature
+    return Verifier.from_file(key) if key else None
 
 
 def emit_json(obj: Any) -> None:

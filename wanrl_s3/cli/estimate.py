@@ -28,6 +28,8 @@ from ..cost.publication import COMMIT_ROUND_TRIPS, TYPICAL_FULL_RATIO
 from ..errors import UsageError
 from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
+from .estimate_requests import add_request_flags, request_report
+from .held import tell
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
@@ -75,53 +77,176 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_publication_flags(parser)
     _add_money_flags(parser)
     add_fleet_flags(parser)
+    add_request_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
-    out.add_argument("--plot", metavar="FILE.png", help="draw T_bcast and cost per run vs fleet")
+    out.add_argument(
+        "--plot", metavar="FILE.png", help="draw T_bcast and cost per run against the fleet size"
+    )
+    out.add_argument(
+        "--include-unshipped",
+        action="store_true",
+        help="rank the routes wanrl-s3 models but does not ship (the star, the peer chain) "
+        "with the others (default: they are priced for comparison, never recommended)",
+    )
     parser.set_defaults(func=run)
     return parser
 
 
+class _Moved(argparse.Action):
+    """``--from-verl-config``: refused as soon as it is read, naming the command that took
+    it over (before argparse would complain about the flags that command supplies)."""
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        raise UsageError(
+            "--from-verl-config moved to the verl integration: "
+            f"python -m wanrl_s3_verl.estimate {values} [the other flags]"
+        )
+
+
+class _RegionCount(argparse.Action):
+    """``--regions N``, the old spelling of ``--region-count``: works, with a stderr line.
+
+    Everywhere else ``--regions`` names a regions FILE; a count under that name read as one.
+    """
+
+    def __call__(self, parser: Any, namespace: Any, values: Any, option: Any = None) -> None:
+        print(
+            f"wanrl-s3: warning: estimate --regions {values} is now --region-count {values} "
+            "(--regions names a regions file in the other commands)",
+            file=sys.stderr,
+        )
+        namespace.region_count = values
+
+
 def _add_model_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model and run")
-    g.add_argument("--from-verl-config", metavar="FILE", help=argparse.SUPPRESS)  # moved: verl
-    g.add_argument("--params", type=parameter_count, metavar="N", help="8.2e9 or 8.2B")
-    g.add_argument("--bytes-per-param", type=float, default=2.0, metavar="B", help="default 2")
-    g.add_argument("--density", type=float, default=0.05, metavar="F", help="delta (default 0.05)")
-    g.add_argument("--t-train-s", type=float, metavar="S", help="seconds per step (required)")
-    g.add_argument("--t-bcast-s", type=float, metavar="S", help="measured broadcast seconds")
+    g.add_argument("--from-verl-config", metavar="FILE", action=_Moved, help=argparse.SUPPRESS)
+    g.add_argument(
+        "--params",
+        type=parameter_count,
+        required=True,
+        metavar="N",
+        help="parameters in the policy: 8.2e9, 8200000000 or 8.2B (K, M, B or G, T)",
+    )
+    g.add_argument(
+        "--bytes-per-param", type=float, default=2.0, metavar="B", help="bytes per parameter"
+    )
+    g.add_argument(
+        "--density",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="fraction of the values a delta changes, in (0, 1]",
+    )
+    g.add_argument(
+        "--t-train-s", type=float, required=True, metavar="S", help="seconds per learner step"
+    )
+    g.add_argument(
+        "--t-bcast-s",
+        type=float,
+        metavar="S",
+        help="measured broadcast seconds (`wanrl-s3 status`) for the headline "
+        "(default: modelled per topology)",
+    )
     budget = g.add_mutually_exclusive_group()
-    budget.add_argument("--staleness", type=int, metavar="S", help="budget S (default 3)")
-    budget.add_argument("--kappa", type=int, metavar="K", help="steps per publication, S - 1")
-    g.add_argument("--force", action="store_true", help="allow S < 3")
-    g.add_argument("--batch", type=int, metavar="N", help="trajectories per learner step")
-    g.add_argument("--steps", type=int, metavar="N", help="steps in the run (default 100)")
+    budget.add_argument(
+        "--staleness",
+        type=int,
+        metavar="S",
+        help="staleness budget S, >= 3 unless --force (default: 3)",
+    )
+    budget.add_argument(
+        "--kappa",
+        type=int,
+        metavar="K",
+        help="learner steps per publication, S - 1 (default: from --staleness)",
+    )
+    g.add_argument("--force", action="store_true", help="allow a staleness budget below 3")
+    g.add_argument(
+        "--batch", type=int, required=True, metavar="N", help="trajectories per learner step"
+    )
+    g.add_argument("--steps", type=int, default=100, metavar="N", help="learner steps in the run")
     g.add_argument(
         "--worker-rollouts-per-s",
         type=float,
         default=0.33,
         metavar="R",
-        help="per worker, default 0.33",
+        help="trajectories one worker generates per second",
     )
-    g.add_argument("--gamma", type=float, default=1.1, metavar="G", help="default 1.1")
-    g.add_argument("--workers", type=int, metavar="N", help="fix the fleet instead of sizing it")
+    g.add_argument(
+        "--gamma", type=float, default=1.1, metavar="G", help="overprovisioning factor, >= 1"
+    )
+    g.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="fix the fleet at N workers (default: the planner sizes it)",
+    )
+    g.add_argument(
+        "--dropped-fraction",
+        type=float,
+        default=0.0,
+        metavar="D",
+        help="share of the trajectories reaching the learner that it drops as too old, "
+        "in [0, 1): the pool must generate 1/(1-D) more",
+    )
 
 
 def _add_network_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("network")
-    g.add_argument("--downlink-mbps", type=float, default=100.0, metavar="M", help="default 100")
-    g.add_argument("--uplink-mbps", type=float, default=300.0, metavar="M", help="B0 (default 300)")
-    g.add_argument("--upload-mbps", type=float, metavar="M", help="to bucket (default: uplink)")
-    g.add_argument("--chunk-mb", type=float, default=64.0, metavar="MB", help="default 64")
-    g.add_argument("--regions", type=int, metavar="N", help="one bucket each (default 1)")
+    g.add_argument(
+        "--downlink-mbps",
+        type=float,
+        default=100.0,
+        metavar="M",
+        help="each worker's downlink, Mbit/s",
+    )
+    g.add_argument(
+        "--uplink-mbps",
+        type=float,
+        default=300.0,
+        metavar="M",
+        help="B0: the trainer's uplink, Mbit/s",
+    )
+    g.add_argument(
+        "--upload-mbps",
+        type=float,
+        metavar="M",
+        help="the trainer's upload rate to the bucket, Mbit/s (default: --uplink-mbps)",
+    )
+    g.add_argument(
+        "--chunk-mb",
+        type=float,
+        default=64.0,
+        metavar="MB",
+        help="payload object size, MB (sets the request count)",
+    )
+    g.add_argument(
+        "--region-count",
+        type=int,
+        metavar="N",
+        help="buckets, one per region (default: 1 + the --replica-regions named)",
+    )
+    g.add_argument("--regions", type=int, action=_RegionCount, help=argparse.SUPPRESS)
     g.add_argument(
         "--replica-regions",
         type=region_names,
         metavar="R[,R...]",
-        help="name the extra regions (priced per region pair; sets --regions)",
+        help="name the extra regions (priced per region pair; sets --region-count)",
     )
-    g.add_argument("--replicate", action="store_true", help="upload once, provider replicates")
-    g.add_argument("--replication-lag-s", type=float, default=0.0, metavar="S", help="default 0")
+    g.add_argument(
+        "--replicate",
+        action="store_true",
+        help="upload once; the provider replicates to the other regions",
+    )
+    g.add_argument(
+        "--replication-lag-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="with --replicate: the provider's replication delay, seconds",
+    )
 
 
 def _add_publication_flags(parser: argparse.ArgumentParser) -> None:
@@ -131,15 +256,16 @@ def _add_publication_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=TYPICAL_FULL_RATIO,
         metavar="R",
-        help=f"stored/raw bytes of a full version, in (0, 1] (default {TYPICAL_FULL_RATIO}: "
-        "the byte-plane codec on bf16 weights; 1 for incompressible tensors)",
+        help="stored/raw bytes of a full version, in (0, 1] (default: "
+        f"{TYPICAL_FULL_RATIO}, the byte-plane codec on bf16 weights; 1 for incompressible "
+        "tensors)",
     )
     g.add_argument(
         "--trainer-ranks",
         type=int,
         default=1,
         metavar="N",
-        help="trainer ranks that each upload a balanced share of a version (default 1)",
+        help="trainer ranks that each upload a balanced part of a version",
     )
     g.add_argument(
         "--trainer-uplink-gbps",
@@ -153,25 +279,42 @@ def _add_publication_flags(parser: argparse.ArgumentParser) -> None:
 def _add_money_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("prices")
     g.add_argument(
-        "--provider", default="aws", metavar="NAME", help="aws (default), gcs, azure, r2, b2"
+        "--provider",
+        default="aws",
+        metavar="NAME",
+        help="who stores the bucket: a storage entry of the price table (aws, gcs, azure, "
+        "r2, b2; `wanrl-s3 prices` lists them)",
     )
     g.add_argument(
         "--trainer-provider",
         metavar="NAME",
         help=f"who bills the trainer's egress (default: --provider; '{FLAT_RATE}' for none)",
     )
-    g.add_argument("--prices", metavar="FILE", help="price JSON replacing the shipped one")
+    g.add_argument(
+        "--prices",
+        metavar="FILE",
+        help="a price JSON replacing the shipped one (default: the shipped table)",
+    )
     g.add_argument(
         "--cdn",
         metavar="NAME",
-        help=f"CDN in front of the bucket (default: the table's for --provider; '{NO_CDN}')",
+        help=f"CDN in front of the bucket (default: the table's for --provider; '{NO_CDN}' "
+        "for none)",
     )
     g.add_argument(
         "--cdn-edges",
         type=int,
         default=DEFAULT_EDGES,
         metavar="N",
-        help=f"edge caches that each fetch a version once (default {DEFAULT_EDGES})",
+        help="edge caches that each fetch a version once",
+    )
+    g.add_argument(
+        "--cdn-fill-rtt-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="an edge's round trip to the bucket on a miss, ms; the CDN rows' T_bcast waits "
+        "for two (the manifest, the payload's first slice); 0 leaves them out",
     )
     g.add_argument(
         "--no-free-tier",
@@ -184,30 +327,39 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         type=gpu_counts,
         default=(("A100-80GB", 4),),
         metavar="GPU:N[,...]",
-        help="learner GPUs (default A100-80GB:4)",
+        help="the learner's GPUs, priced per hour",
     )
-    g.add_argument("--worker-gpu", default="RTX-5090", metavar="GPU", help="default RTX-5090")
-    g.add_argument("--relay-usd-per-gb", type=float, default=0.0, metavar="USD", help="default 0")
     g.add_argument(
-        "--keyframe-every", type=int, default=10, metavar="N", help="deltas per keyframe"
+        "--worker-gpu",
+        default="RTX-5090",
+        metavar="GPU",
+        help="each rollout worker's GPU, priced per hour",
     )
-    g.add_argument("--retained-versions", type=int, default=2, metavar="N", help="kept (default 2)")
+    g.add_argument(
+        "--relay-usd-per-gb",
+        type=float,
+        default=0.0,
+        metavar="USD",
+        help="egress from the workers' hosts when they relay (peer chain), USD per GB",
+    )
+    g.add_argument(
+        "--keyframe-every",
+        type=int,
+        default=10,
+        metavar="N",
+        help="a full keyframe every N publications (as `publish --keyframe-every`)",
+    )
+    g.add_argument(
+        "--retained-versions",
+        type=int,
+        default=2,
+        metavar="N",
+        help="versions kept in the bucket (storage cost)",
+    )
 
 
 def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
     """Flags over defaults, validated."""
-    if args.from_verl_config:
-        raise UsageError(
-            "--from-verl-config moved to the verl integration: "
-            f"python -m wanrl_s3_verl.estimate {args.from_verl_config} [the other flags]"
-        )
-    for flag, value in (
-        ("--params", args.params),
-        ("--t-train-s", args.t_train_s),
-        ("--batch", args.batch),
-    ):
-        if value is None:
-            raise UsageError(f"{flag} is required")
     budget = cap.staleness_budget(staleness=args.staleness, kappa=args.kappa, force=args.force)
     replicas = args.replica_regions or ()
     passed = {key: getattr(args, key) for key in _PASSTHROUGH}
@@ -215,9 +367,9 @@ def inputs_from_args(args: argparse.Namespace) -> PlanInputs:
         params=args.params,
         t_train_s=args.t_train_s,
         batch=args.batch,
-        steps=100 if args.steps is None else args.steps,
+        steps=args.steps,
         staleness=budget.staleness,
-        regions=args.regions or 1 + len(replicas),
+        regions=args.region_count or 1 + len(replicas),
         replica_regions=replicas,
         **{**passed, **fleet_overrides(args)},  # --fleet replaces workers and downlink
     )
@@ -228,7 +380,8 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "full_ratio", "trainer_ranks", "trainer_uplink_gbps",
+    "cdn_fill_rtt_ms",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction", "include_unshipped",
 )  # fmt: skip
 
 
@@ -238,13 +391,14 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     prices = load_prices(args.prices)
     prices.provider(inputs.provider)  # fail on a bad name before any arithmetic
     plan = estimate(inputs, prices)
+    request_lines, request_warnings, requests = request_report(plan, prices, args.read_limit_per_s)
     stale = stale_warning(prices, plan.price_entries, today or date.today())
-    for warning in (*plan.warnings, *filter(None, [stale])):
-        print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
+    for warning in (*plan.warnings, *request_warnings, *filter(None, [stale])):
+        tell(f"wanrl-s3: warning: {warning}")
     if args.json:  # the table first: a plot that cannot be written must not lose it
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps({**plan.to_dict(), "requests": requests}, indent=2))
     else:
-        print(render_text(plan, prices))
+        print(render_text(plan, prices, request_lines))
     if args.plot:
         from .estimate_plot import plot_plan
 

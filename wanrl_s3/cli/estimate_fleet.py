@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from ..cost.fleet import DEFAULT_INSTALL_MB_PER_S, FleetLinks
 from ..cost.fleet_file import parse_fleet
 from ..errors import UsageError, WanrlError
+from .held import tell
 
 MAX_FLEET_FILE_BYTES = 64 << 20
 
@@ -25,9 +25,15 @@ MAX_FLEET_FILE_BYTES = 64 << 20
 def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("a heterogeneous fleet (replaces --downlink-mbps)")
     source = g.add_mutually_exclusive_group()
-    source.add_argument("--fleet", metavar="FILE", help="one row per worker, CSV or JSON")
     source.add_argument(
-        "--from-status", metavar="URL", help="a running fleet's store: its workers' measurements"
+        "--fleet",
+        metavar="FILE",
+        help="one row per worker, CSV or JSON (downlink_mbps, uplink_mbps, rtt_ms ...)",
+    )
+    source.add_argument(
+        "--from-status",
+        metavar="URL",
+        help="a running fleet's store (s3://bucket/prefix ...): its workers' measurements",
     )
     g.add_argument(
         "--status-endpoint-url",
@@ -36,19 +42,40 @@ def add_fleet_flags(parser: argparse.ArgumentParser) -> None:
         help="S3-compatible endpoint of --from-status (default: $AWS_ENDPOINT_URL or AWS)",
     )
     g.add_argument(
-        "--fraction", type=float, default=0.9, metavar="F", help="T_bcast at this share (0.9)"
+        "--fraction",
+        type=float,
+        default=0.9,
+        metavar="F",
+        help="T_bcast is when this fraction, in (0, 1], of the fleet has a version "
+        "(as `status --fraction`)",
     )
     g.add_argument(
         "--install-mb-per-s",
         type=float,
         default=DEFAULT_INSTALL_MB_PER_S,
         metavar="MB",
-        help=f"verify+install rate where not measured (default {DEFAULT_INSTALL_MB_PER_S:g})",
+        help="a worker's verify+install rate, MB/s, where not measured",
     )
     g.add_argument(
-        "--poll-interval-s", type=float, default=10.0, metavar="S", help="workers' (default 10)"
+        "--poll-interval-s",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="the workers' seconds between two looks at LATEST (as `worker --poll-interval-s`)",
     )
-    g.add_argument("--chains", type=int, metavar="K", help="peer chains (default: B0 / median)")
+    g.add_argument(
+        "--chains",
+        type=int,
+        metavar="K",
+        help="peer chains (default: the trainer's uplink over the median downlink)",
+    )
+    g.add_argument(
+        "--batch-wait-s",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="each worker's wait for a batch boundary to install at, seconds",
+    )
 
 
 def _read_fleet_file(path: str) -> FleetLinks:
@@ -83,11 +110,23 @@ def _fleet_from_status(url: str, endpoint_url: str | None) -> FleetLinks:
             return None  # collected since: the default install rate applies
 
     found = measured_fleet(read_statuses(store), raw_bytes_of, time.time(), EXPIRE_AFTER_S)
-    for reason in found.skipped:
-        print(f"wanrl-s3: warning: --from-status left out {reason}", file=sys.stderr)
+    left_out = _left_out(found.skipped)
     if found.fleet is None:
-        raise UsageError(f"--from-status {url}: no live worker has measured a download yet")
+        raise UsageError(
+            f"--from-status {url}: no live worker has measured a download yet"
+            + (f" ({left_out})" if left_out else "")
+        )
+    if left_out:
+        tell(f"wanrl-s3: warning: --from-status {left_out}")
     return found.fleet
+
+
+def _left_out(skipped: tuple[str, ...], shown: int = 5) -> str:
+    """The workers left out and why, in one line (the first ``shown`` named)."""
+    if not skipped:
+        return ""
+    more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    return f"left out {len(skipped)} workers: " + "; ".join(skipped[:shown]) + more
 
 
 def fleet_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -97,6 +136,7 @@ def fleet_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "install_mb_per_s": args.install_mb_per_s,
         "poll_interval_s": args.poll_interval_s,
         "chains": args.chains,
+        "batch_wait_s": args.batch_wait_s,
     }
     if args.fleet is None and args.from_status is None:
         return common

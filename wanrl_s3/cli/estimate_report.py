@@ -6,12 +6,17 @@ command prints without going through argparse.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..cost.cdn import FILL_ROUND_TRIPS
+from ..cost.inputs import UNSHIPPED
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
 from ..cost.timing import publish_s
 from ..cost.topology import star_unlimited_s
+from ..units import count
 
-_COLUMNS = ("topology", "T_bcast", "feasible", "workers", "egress/pub", "egress/run", "cost/step")
+_COLUMNS = ("topology", "T_bcast", "feasible", "needed", "egress/pub", "egress/run", "cost/step")
 _WIDTHS = (20, 8, 8, 7, 10, 11, 9)
 
 
@@ -19,11 +24,20 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def is_short(row: TopologyEstimate) -> bool:
+    """The broadcast fits, but a fleet fixed by --workers or --fleet is below what it needs."""
+    return row.workers_needed is not None and row.fleet_workers < row.workers_needed
+
+
+def _feasible(row: TopologyEstimate) -> str:
+    return "no" if not row.feasible else "short" if is_short(row) else "yes"
+
+
 def _cells(row: TopologyEstimate) -> tuple[str, ...]:
     return (
-        row.label,
+        row.label if row.shipped else f"{row.label} *",
         f"{row.t_bcast_s:.0f} s",
-        "yes" if row.feasible else "no",
+        _feasible(row),
         "-" if row.workers_needed is None else str(row.workers_needed),
         _usd(row.egress_usd_per_publication),
         _usd(row.egress_usd_per_run),
@@ -38,8 +52,26 @@ def _line(cells: tuple[str, ...]) -> str:
 
 
 def render_table(plan: Plan) -> str:
-    """One row per topology, columns as the issue asks for them."""
-    return "\n".join([_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)])
+    """One row per topology; "needed" is the fleet each one needs, "short" a fixed fleet
+    below it (explained under the table); a row wanrl-s3 does not ship is starred, and a
+    last line says what the star means."""
+    lines = [_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)]
+    short = [r for r in plan.by_topology if is_short(r)]
+    if short:
+        lines.append(
+            f"short: the broadcast fits in kappa*T_train, but a fleet of "
+            f"{count(short[0].fleet_workers, 'worker')} is smaller than needed: the learner "
+            "waits for trajectories (see the warnings)"
+        )
+    unshipped = [r.label for r in plan.by_topology if not r.shipped]
+    if unshipped:
+        ranked = (
+            "ranked with the others (--include-unshipped)"
+            if plan.inputs.include_unshipped
+            else "for comparison, never recommended (--include-unshipped ranks them)"
+        )
+        lines.append(f"* {', '.join(unshipped)}: {UNSHIPPED}; {ranked}")
+    return "\n".join(lines)
 
 
 def _gb(gb: float) -> str:
@@ -65,13 +97,22 @@ def _header(plan: Plan, prices: PriceBook) -> list[str]:
         *_fleet_line(plan),
         _publish_line(plan),
         f"T_bcast {plan.t_bcast_s:.0f} s ({source}): slack {plan.slack_s:.0f} s, "
-        f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s, "
-        f"{plan.workers_needed} workers at {i.worker_rollouts_per_s:g} rollouts/s "
-        f"(gamma {i.gamma:g})",
+        f"required pool {plan.required_pool_rollouts_per_s:.3f} rollouts/s{_drops(plan)}, "
+        f"{count(plan.workers_needed, 'worker')} needed at {i.worker_rollouts_per_s:g} "
+        f"rollouts/s each (gamma {i.gamma:g}){_fleet_has(plan)}",
         f"prices: {provider.display} (read {plan.prices_as_of}), {i.regions} {region_word}; "
         f"run {i.steps} steps = {i.publications} publications",
         *_cdn_line(plan),
     ]
+
+
+def _drops(plan: Plan) -> str:
+    """What the staleness filter throws away, when the user said it does."""
+    d = plan.inputs.dropped_fraction
+    if not d:
+        return ""
+    admitted = plan.required_pool_rollouts_per_s * (1.0 - d)
+    return f" ({d:.0%} dropped as too old: {admitted:.3f} admitted)"
 
 
 def _fleet_line(plan: Plan) -> list[str]:
@@ -81,12 +122,29 @@ def _fleet_line(plan: Plan) -> list[str]:
         return []
     down = [w.downlink_mbps for w in i.fleet.workers]
     rtt = [w.rtt_ms for w in i.fleet.workers]
+    plural = "s" if len(i.fleet) > 1 else ""
+    median = f" (median {i.fleet.median_downlink_mbps:g})" if min(down) != max(down) else ""
+    links = f"downlink{plural} {_span(down)} Mbps{median}, round trip{plural} {_span(rtt)} ms"
     return [
-        f"fleet: {len(i.fleet)} workers, each on its own link (--fleet / --from-status): "
-        f"downlinks {min(down):g}-{max(down):g} Mbps (median {i.fleet.median_downlink_mbps:g}), "
-        f"round trips {min(rtt):g}-{max(rtt):g} ms; T_bcast at {i.bcast_fraction:.0%} of them, "
+        f"fleet: {count(len(i.fleet), 'worker')}, each on its own link (--fleet / "
+        f"--from-status): {links}; T_bcast at {i.bcast_fraction:.0%} of them, "
         f"poll {i.fetch.poll_interval_s:g} s"
+        + (f", batch boundary {i.batch_wait_s:g} s" if i.batch_wait_s else "")
     ]
+
+
+def _span(values: list[float]) -> str:
+    """'10-1000', or one value where they are all the same."""
+    low, high = f"{min(values):g}", f"{max(values):g}"
+    return low if low == high else f"{low}-{high}"
+
+
+def _fleet_has(plan: Plan) -> str:
+    """What a fleet fixed by --workers or --fleet lacks, said where the headline sizes it."""
+    have = plan.inputs.workers
+    if have is None or have >= plan.workers_needed:
+        return ""
+    return f"; the fleet has {have}"
 
 
 def _seconds(value_s: float) -> str:
@@ -125,21 +183,30 @@ def _cdn_line(plan: Plan) -> list[str]:
     """How the CDN rows were modelled, or nothing when no CDN fronts the provider."""
     if plan.cdn_display is None:
         return []
-    edges = plan.inputs.cdn_edges
+    edges, fill_ms = plan.inputs.cdn_edges, plan.inputs.cdn_fill_rtt_ms
+    fills = (
+        f"; its first readers at an edge wait {FILL_ROUND_TRIPS} x {fill_ms:g} ms for the edge's "
+        "fetches (--cdn-fill-rtt-ms)"
+        if fill_ms
+        else ""
+    )
     return [
         f"cdn: {plan.cdn_display} in front of the bucket, {edges} edges: each version leaves "
-        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every worker"
+        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every "
+        f"worker{fills}"
     ]
 
 
-def render_text(plan: Plan, prices: PriceBook) -> str:
-    """The whole human report: assumptions, the table, the recommendation."""
+def render_text(plan: Plan, prices: PriceBook, notes: Sequence[str] = ()) -> str:
+    """The whole human report: assumptions, the table, ``notes`` (the request rates), the
+    recommendation."""
     return "\n".join(
         [
             *_header(plan, prices),
             "",
             render_table(plan),
             "",
+            *([*notes, ""] if notes else []),
             f"recommendation: {plan.reason}",
         ]
     )

@@ -5,12 +5,13 @@ worker reached it when it installed it or anything newer; the first report
 that measures a version's T_bcast freezes it in the bucket (fleet/bcast.py,
 docs/operations.md). Workers silent for ``--expire-after-s`` are listed as
 expired, never as lagging; ``--prune`` deletes their status objects.
+``--plot FILE.png`` draws the versions each worker held over time (failures
+marked) and T_bcast per version, for the fleet and per region.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..fleet.bcast import (
@@ -23,7 +24,9 @@ from ..fleet.bcast import (
     read_records,
 )
 from ..fleet.status import read_statuses
+from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
+from .held import tell
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
@@ -37,22 +40,34 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "status", help="fleet status and measured T_bcast per version", description=__doc__
     )
-    add_store_args(p)
+    add_store_args(
+        p,
+        verify="measure only versions whose manifests are signed by one of these keys: an "
+        "unsigned or forged one is refused (exit 3)",
+    )
     p.add_argument(
         "--fraction",
         type=float,
         default=0.9,
-        help="T_bcast is when this fraction of a version's fleet had installed it "
-        "(default 0.9; the tail is reported separately)",
+        metavar="F",
+        help="T_bcast is when this fraction, in (0, 1], of a version's fleet had installed it "
+        "(the tail is reported separately)",
     )
-    p.add_argument("--last", type=int, default=10, help="report the newest N versions")
+    p.add_argument("--last", type=int, default=10, metavar="N", help="report the newest N versions")
     p.add_argument(
         "--expire-after-s",
         type=positive_float,
         default=EXPIRE_AFTER_S,
         metavar="S",
-        help=f"a worker silent this long is gone (default {EXPIRE_AFTER_S:g}; "
-        "workers write at least every 60 s)",
+        help="a worker silent this many seconds is gone (workers write at least every 60 s)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="also draw versions per worker over time (failures marked) and T_bcast at "
+        "--fraction per version and region into FILE.png (default: no plot; needs "
+        "matplotlib: pip install 'wanrl-s3[plot]')",
     )
     p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
     p.add_argument(
@@ -61,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         action="store_false",
         help="do not record newly measured figures in the bucket (read-only credentials)",
     )
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
 
@@ -96,11 +111,19 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     measured = measure(args, now_s)
     if measured.freeze_error:
-        print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
-    if args.json:
+        tell(f"wanrl-s3: warning: {measured.freeze_error}")
+    if args.json:  # the report first: a plot that cannot be written must not lose it
         emit_json({**measured.report.to_dict(), "now_s": now_s})
-        return 0
-    print(render(measured.report, now_s, pruned=args.prune))
+    else:
+        print(render(measured.report, now_s, pruned=args.prune))
+    if args.plot:
+        from .status_plot import plot_status
+
+        written = plot_status(measured.report, args.plot)
+        if args.json:  # stdout is the JSON alone
+            tell(f"plot written to {written}")
+        else:
+            print(f"plot written to {written}")
     return 0
 
 
@@ -109,7 +132,7 @@ def render(report: FleetReport, now_s: float, *, pruned: bool = False) -> str:
     alive = len(report.workers) - len(report.expired)
     gone = f", {len(report.expired)} expired{' (pruned)' if pruned else ''}"
     lines = [
-        f"{alive} workers{gone if report.expired else ''}; latest v{report.latest}; "
+        f"{count(alive, 'worker')}{gone if report.expired else ''}; latest v{report.latest}; "
         f"T_bcast at {report.fraction:.0%} of each version's fleet",
         f"{'version':>8} {'installed':>10} {'T_bcast s':>10} {'tail s':>8} {'seen s':>7}",
     ]

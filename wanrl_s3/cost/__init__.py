@@ -13,13 +13,15 @@ from .capacity import (
     bubble_ratio,
     is_feasible,
     min_feasible_kappa,
+    require_dropped_fraction,
     required_pool_rollouts_per_s,
     slack_s,
     staleness_budget,
     step_s_at_pool,
+    usable_rollouts_per_s,
     workers_needed,
 )
-from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
+from .cdn import DEFAULT_EDGES, FILL_ROUND_TRIPS, cdn_download_traffic, cdn_fill_s, origin_fetches
 from .egress import (
     RunPricing,
     Traffic,
@@ -41,6 +43,7 @@ from .fleet import (
     chain_worker_times_s,
     object_storage_fleet_s,
     object_storage_worker_s,
+    object_storage_worker_terms,
     star_fleet_s,
 )
 from .fleet_file import fleet_to_csv, parse_fleet
@@ -56,9 +59,29 @@ from .gpu import (
     saving_fraction,
 )
 from .inputs import TOPOLOGIES, PlanInputs
+from .learner import LearnerIdle, learner_idle
+from .model_size import params_from_hf_config
 from .plan import Plan, TopologyEstimate, estimate, evaluate
-from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
+from .prices import (
+    CdnPrices,
+    PriceBook,
+    Provenance,
+    RequestLimits,
+    StoragePrices,
+    load_prices,
+    parse_prices,
+)
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .requests import (
+    READ_REQUEST_MB,
+    ReadRates,
+    RequestLoad,
+    payload_reads,
+    polls_per_month,
+    read_rates,
+    request_load,
+    request_loads,
+)
 from .timing import size_fleet
 from .topology import (
     chain_count,
@@ -73,6 +96,8 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "FILL_ROUND_TRIPS",
+    "READ_REQUEST_MB",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "TYPICAL_FULL_RATIO",
@@ -80,10 +105,14 @@ __all__ = [
     "CdnPrices",
     "FetchModel",
     "FleetLinks",
+    "LearnerIdle",
     "Plan",
     "PlanInputs",
     "PriceBook",
     "Provenance",
+    "ReadRates",
+    "RequestLimits",
+    "RequestLoad",
     "RunPricing",
     "StalenessBudget",
     "StoragePrices",
@@ -98,6 +127,7 @@ __all__ = [
     "break_even_workers",
     "bubble_ratio",
     "cdn_download_traffic",
+    "cdn_fill_s",
     "chain_count",
     "chain_fleet_s",
     "chain_layout",
@@ -111,17 +141,26 @@ __all__ = [
     "hourly_usd",
     "is_feasible",
     "is_stale",
+    "learner_idle",
     "load_prices",
     "min_feasible_kappa",
     "month_usd",
     "object_storage_fleet_s",
     "object_storage_s",
     "object_storage_worker_s",
+    "object_storage_worker_terms",
     "origin_fetches",
+    "params_from_hf_config",
     "parse_fleet",
     "parse_prices",
     "payload_gb",
+    "payload_reads",
+    "polls_per_month",
+    "read_rates",
+    "request_load",
+    "request_loads",
     "requests_usd",
+    "require_dropped_fraction",
     "required_pool_rollouts_per_s",
     "run_rates",
     "saving_fraction",
@@ -139,5 +178,6 @@ __all__ = [
     "tiered_usd",
     "transfer_s",
     "transfer_usd",
+    "usable_rollouts_per_s",
     "workers_needed",
 ]

@@ -9,6 +9,13 @@ trajectories the learner consumes in it::
 Rearranged, that gives the aggregate pool rate the fleet must sustain, and a
 hard gate: when the broadcast alone does not fit in the window, no pool rate
 removes the learner bubble, so we refuse to size a fleet at all.
+
+The rule counts every trajectory the pool generates as usable. The staleness
+filter drops those that arrive too old, a fraction ``d`` of what reaches the
+learner (measured by its counters, or modelled), so only ``(1 - d) * pool_rate``
+feeds the learner: the rule is applied to that usable rate, and the pool rate
+and fleet it asks for grow by ``1 / (1 - d)``. At ``d = 0`` every figure is the
+rule's own, to the last bit (docs/sizing-and-cost.md has the derivation).
 """
 
 from __future__ import annotations
@@ -72,6 +79,26 @@ def staleness_budget(
     )
 
 
+def require_dropped_fraction(dropped_fraction: float) -> float:
+    """d, the share of what reaches the learner that it drops as too old: in [0, 1).
+
+    At 1 nothing is ever admitted, and no pool rate feeds the learner.
+    """
+    d = dropped_fraction
+    if isinstance(d, bool) or not (isinstance(d, (int, float)) and 0.0 <= d < 1.0):
+        raise UsageError(
+            "dropped_fraction is the share of trajectories the staleness filter drops as "
+            f"too old and must be in [0, 1), got {dropped_fraction!r}"
+        )
+    return float(d)
+
+
+def usable_rollouts_per_s(pool_rollouts_per_s: float, dropped_fraction: float = 0.0) -> float:
+    """What the learner admits of the pool's rate: ``(1 - d) * pool`` (exactly the pool at 0)."""
+    require_positive("pool_rollouts_per_s", pool_rollouts_per_s)
+    return pool_rollouts_per_s * (1.0 - require_dropped_fraction(dropped_fraction))
+
+
 def _check_inputs(t_train_s: float, t_bcast_s: float, kappa: int) -> None:
     require_positive("t_train_s", t_train_s)
     require_non_negative("t_bcast_s", t_bcast_s)
@@ -84,6 +111,12 @@ def is_feasible(t_train_s: float, t_bcast_s: float, kappa: int) -> bool:
     return kappa * t_train_s > t_bcast_s
 
 
+def _seconds(value_s: float) -> str:
+    """Whole seconds from 10 s up (the page's format), two significant digits below, so a
+    sub-second broadcast never reads as '1s does not fit in 1s'."""
+    return f"{value_s:.0f}" if value_s >= 10 else f"{value_s:.2g}"
+
+
 def slack_s(t_train_s: float, t_bcast_s: float, kappa: int) -> float:
     """Seconds of the publication window left for generation once the broadcast is in.
 
@@ -92,18 +125,20 @@ def slack_s(t_train_s: float, t_bcast_s: float, kappa: int) -> float:
     """
     if not is_feasible(t_train_s, t_bcast_s, kappa):
         raise InfeasiblePlanError(
-            f"infeasible: broadcast {t_bcast_s:.0f}s does not fit in kappa*T_train "
-            f"= {kappa * t_train_s:.0f}s; raise kappa (and S), or cut T_bcast"
+            f"infeasible: broadcast {_seconds(t_bcast_s)}s does not fit in kappa*T_train "
+            f"= {_seconds(kappa * t_train_s)}s; raise kappa (and S), or cut T_bcast"
         )
     return kappa * t_train_s - t_bcast_s
 
 
 def required_pool_rollouts_per_s(
-    t_train_s: float, t_bcast_s: float, kappa: int, batch: int
+    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, *, dropped_fraction: float = 0.0
 ) -> float:
-    """Aggregate rollouts/s the active pool must sustain (kappa * batch over the slack)."""
+    """Aggregate rollouts/s the active pool must sustain: kappa * batch over the slack, over
+    the share ``1 - dropped_fraction`` of them that the learner admits."""
     require_int("batch", batch)
-    return kappa * batch / slack_s(t_train_s, t_bcast_s, kappa)
+    usable_share = 1.0 - require_dropped_fraction(dropped_fraction)
+    return kappa * batch / slack_s(t_train_s, t_bcast_s, kappa) / usable_share
 
 
 def workers_needed(
@@ -113,6 +148,8 @@ def workers_needed(
     batch: int,
     worker_rollouts_per_s: float,
     gamma: float = 1.1,
+    *,
+    dropped_fraction: float = 0.0,
 ) -> int:
     """Uniform workers for the required rate times the overprovision ``gamma``.
 
@@ -121,12 +158,20 @@ def workers_needed(
     """
     require_positive("worker_rollouts_per_s", worker_rollouts_per_s)
     require_gamma(gamma)
-    rate = required_pool_rollouts_per_s(t_train_s, t_bcast_s, kappa, batch)
+    rate = required_pool_rollouts_per_s(
+        t_train_s, t_bcast_s, kappa, batch, dropped_fraction=dropped_fraction
+    )
     return math.ceil(gamma * rate / worker_rollouts_per_s)
 
 
 def bubble_ratio(
-    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+    t_train_s: float,
+    t_bcast_s: float,
+    kappa: int,
+    batch: int,
+    pool_rollouts_per_s: float,
+    *,
+    dropped_fraction: float = 0.0,
 ) -> float:
     """Fraction of wall clock the learner idles when the pool runs at the given rate.
 
@@ -134,12 +179,18 @@ def bubble_ratio(
     rather than subtract times, so rounding can never invent a tiny bubble.
     Infeasible inputs are allowed here; they simply report a large bubble.
     """
-    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
+    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s, dropped_fraction)
     return idle_s / (idle_s + kappa * t_train_s)
 
 
 def step_s_at_pool(
-    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+    t_train_s: float,
+    t_bcast_s: float,
+    kappa: int,
+    batch: int,
+    pool_rollouts_per_s: float,
+    *,
+    dropped_fraction: float = 0.0,
 ) -> float:
     """Wall-clock seconds per learner step: T_train, stretched by any bubble.
 
@@ -147,23 +198,28 @@ def step_s_at_pool(
     the same number, but a bubble that rounds to 1.0 (a broadcast of 1e21 s
     against a 120 s window) cannot divide by zero.
     """
-    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s)
+    idle_s = _idle_s(t_train_s, t_bcast_s, kappa, batch, pool_rollouts_per_s, dropped_fraction)
     window_s = kappa * t_train_s
     return t_train_s * (idle_s + window_s) / window_s
 
 
 def _idle_s(
-    t_train_s: float, t_bcast_s: float, kappa: int, batch: int, pool_rollouts_per_s: float
+    t_train_s: float,
+    t_bcast_s: float,
+    kappa: int,
+    batch: int,
+    pool_rollouts_per_s: float,
+    dropped_fraction: float,
 ) -> float:
     """Seconds per publication window the learner waits (validated inputs; 0.0 exactly
-    when the pool is fast enough)."""
+    when the pool's usable rate is fast enough)."""
     _check_inputs(t_train_s, t_bcast_s, kappa)
     require_int("batch", batch)
-    require_positive("pool_rollouts_per_s", pool_rollouts_per_s)
+    usable = usable_rollouts_per_s(pool_rollouts_per_s, dropped_fraction)
     window_s = kappa * t_train_s
-    if t_bcast_s < window_s and pool_rollouts_per_s >= kappa * batch / (window_s - t_bcast_s):
+    if t_bcast_s < window_s and usable >= kappa * batch / (window_s - t_bcast_s):
         return 0.0
-    return max(0.0, t_bcast_s + kappa * batch / pool_rollouts_per_s - window_s)
+    return max(0.0, t_bcast_s + kappa * batch / usable - window_s)
 
 
 def min_feasible_kappa(t_train_s: float, t_bcast_s: float) -> int:

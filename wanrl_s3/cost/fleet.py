@@ -18,6 +18,8 @@ One worker's time through object storage (:func:`object_storage_worker_s`):
     + verify, decode and install, which touch the whole snapshot even for a
       delta (every tensor is hashed and the file rewritten), at its install rate
       (a delta's own rate where one was measured: it decodes as well)
+    + the wait for the engine's next batch boundary, where it installs (zero
+      unless given: on average half the time one generation batch takes)
 
 Through a peer chain (:func:`chain_worker_times_s`), chunk by chunk,
 store-and-forward: a hop starts sending chunk j once it holds j and has finished
@@ -85,10 +87,11 @@ class FleetLinks:
     def __post_init__(self) -> None:
         if not self.workers:
             raise UsageError("a fleet needs at least one worker")
-        names = [w.name for w in self.workers]
-        dup = next((n for n in names if names.count(n) > 1), None)
-        if dup is not None:
-            raise UsageError(f"worker name {dup!r} appears twice in the fleet")
+        seen: set[str] = set()
+        for w in self.workers:  # a set, not list.count: linear in a 100,000-row fleet
+            if w.name in seen:
+                raise UsageError(f"worker name {w.name!r} appears twice in the fleet")
+            seen.add(w.name)
 
     def __len__(self) -> int:
         return len(self.workers)
@@ -107,9 +110,12 @@ class FetchModel:
     install_mb_per_s: float = DEFAULT_INSTALL_MB_PER_S
     delta_install_mb_per_s: float | None = None  # decoding a delta too; None: the same
     goodput_share: float = GOODPUT_SHARE
+    # Verified in memory -> installed: the engine installs between two generation batches.
+    batch_wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         require_positive("poll_interval_s", self.poll_interval_s)
+        require_non_negative("batch_wait_s", self.batch_wait_s)
         require_int("round_trips", self.round_trips, minimum=0)
         require_positive("install_mb_per_s", self.install_mb_per_s)
         if self.delta_install_mb_per_s is not None:
@@ -146,6 +152,23 @@ def at_fraction_s(times_s: Sequence[float], fraction: float) -> float:
     return sorted(times_s)[quantile_index(len(times_s), fraction)]
 
 
+def object_storage_worker_terms(
+    link: WorkerLink, payload_gb: float, snapshot_gb: float, fetch: FetchModel, delta: bool = False
+) -> dict[str, float]:
+    """The terms of :func:`object_storage_worker_s`, named, in the order they happen.
+
+    ``requests_s`` is every round trip in sequence (:data:`FETCH_ROUND_TRIPS` by
+    default: the poll that sees the version, the listing, the manifest, the payload GET).
+    """
+    return {
+        "poll_s": fetch.poll_interval_s / 2.0,
+        "requests_s": fetch.round_trips * link.rtt_s,
+        "wire_s": fetch.wire_s(payload_gb, link.downlink_mbps),
+        "install_s": fetch.install_s(link, snapshot_gb, delta),
+        "batch_wait_s": fetch.batch_wait_s,
+    }
+
+
 def object_storage_worker_s(
     link: WorkerLink, payload_gb: float, snapshot_gb: float, fetch: FetchModel, delta: bool = False
 ) -> float:
@@ -154,12 +177,7 @@ def object_storage_worker_s(
     ``delta``: the payload is a delta (installed at the delta rate). Said, not inferred
     from the sizes: a coded full version is smaller than the snapshot too.
     """
-    return (
-        fetch.poll_interval_s / 2.0
-        + fetch.round_trips * link.rtt_s
-        + fetch.wire_s(payload_gb, link.downlink_mbps)
-        + fetch.install_s(link, snapshot_gb, delta)
-    )
+    return sum(object_storage_worker_terms(link, payload_gb, snapshot_gb, fetch, delta).values())
 
 
 def object_storage_fleet_s(
@@ -192,6 +210,7 @@ def star_fleet_s(
         w.rtt_s
         + fetch.wire_s(payload_gb, min(w.downlink_mbps, share_mbps))
         + fetch.install_s(w, snapshot_gb, delta)
+        + fetch.batch_wait_s
         for w in fleet.workers
     ]
     return at_fraction_s(times, fraction)
@@ -230,11 +249,16 @@ def chunk_sizes_gb(payload_gb: float, chunk_mb: float) -> list[float]:
 def _hop_arrivals_s(
     ready_s: list[float], sizes_gb: list[float], rate_mbps: float, latency_s: float
 ) -> list[float]:
-    """When each chunk has fully arrived after one store-and-forward hop (rate: goodput)."""
+    """When each chunk has fully arrived after one store-and-forward hop (rate: goodput).
+
+    The chunks have at most two sizes (see chunk_sizes_gb): each size's time is
+    worked out once per hop, not once per chunk.
+    """
+    took_s = {size: transfer_s(size, rate_mbps) for size in set(sizes_gb)}
     free_s, arrived = 0.0, []
     for ready, size in zip(ready_s, sizes_gb, strict=True):
         start = max(ready, free_s)
-        free_s = start + transfer_s(size, rate_mbps)
+        free_s = start + took_s[size]
         arrived.append(free_s + latency_s)
     return arrived
 
@@ -263,7 +287,7 @@ def chain_worker_times_s(
             w = fleet.workers[index]
             rate = min(send_mbps, w.downlink_mbps) * fetch.goodput_share
             ready = _hop_arrivals_s(ready, sizes, rate, (send_rtt_s + w.rtt_s) / 2.0)
-            times[index] = ready[-1] + fetch.install_s(w, snapshot_gb, delta)
+            times[index] = ready[-1] + fetch.install_s(w, snapshot_gb, delta) + fetch.batch_wait_s
             send_mbps, send_rtt_s = w.uplink_mbps, w.rtt_s
     return times
 

@@ -37,6 +37,11 @@ LABELS = {
 }
 #: Rows served through object storage (uploads, retained versions), with or without a CDN.
 BUCKET_ROWS = ("object_storage_full", "object_storage_delta", "cdn_full", "cdn_delta")
+#: The routes wanrl-s3 ships (``pull``/``worker``, with ``--cdn-url`` for the CDN rows): the
+#: only ones recommended unless ``include_unshipped``. The others are modelled for comparison.
+SHIPPED_ROWS = BUCKET_ROWS
+#: How the report labels a row wanrl-s3 does not ship.
+UNSHIPPED = "modelled, not shipped by wanrl-s3"
 CDN_ROWS = ("cdn_full", "cdn_delta")
 DELTA_ROWS = ("object_storage_delta", "cdn_delta")
 #: The trainer's link is bought flat (no per-GB egress), e.g. an on-premises uplink.
@@ -78,6 +83,8 @@ class PlanInputs:
     poll_interval_s: float = 10.0
     cdn: str | None = None
     cdn_edges: int = DEFAULT_EDGES
+    # An edge's round trip to the bucket on a miss, ms; the CDN rows wait for two (cdn.py).
+    cdn_fill_rtt_ms: float = 0.0
     replica_regions: tuple[str, ...] = ()
     free_tier: bool = True
     # A heterogeneous fleet (--fleet / --from-status): T_bcast at bcast_fraction of it.
@@ -85,6 +92,9 @@ class PlanInputs:
     bcast_fraction: float = 0.9
     install_mb_per_s: float = fleet_model.DEFAULT_INSTALL_MB_PER_S
     chains: int | None = None
+    batch_wait_s: float = 0.0  # each worker's wait for a batch boundary to install at
+    # Share of the trajectories reaching the learner that it drops as too old (capacity.py).
+    dropped_fraction: float = 0.0
     # Coded full versions and the trainer's own publication (cost/publication.py).
     full_ratio: float = TYPICAL_FULL_RATIO
     trainer_ranks: int = 1
@@ -94,6 +104,9 @@ class PlanInputs:
     # benchmarks/wan_fleet.py): replaces that row's model, so the recommendation can be
     # checked against what was measured. Only with a fixed fleet (workers or fleet).
     measured_t_bcast_s: tuple[tuple[str, float], ...] = ()
+    # Rank the modelled routes wanrl-s3 does not ship (the star, the peer chain) too; by
+    # default they are priced for comparison and never recommended.
+    include_unshipped: bool = False
 
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
@@ -110,9 +123,10 @@ class PlanInputs:
         if self.replica_regions and self.regions != 1 + len(self.replica_regions):
             raise UsageError(
                 f"regions must be 1 + the {len(self.replica_regions)} replica regions named, "
-                f"got {self.regions} (leave --regions out when naming --replica-regions)"
+                f"got {self.regions} (leave --region-count out when naming --replica-regions)"
             )
         require_non_negative("replication_lag_s", self.replication_lag_s)
+        require_non_negative("cdn_fill_rtt_ms", self.cdn_fill_rtt_ms)
         require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
         if self.upload_mbps is not None:
             require_positive("upload_mbps", self.upload_mbps)
@@ -121,6 +135,7 @@ class PlanInputs:
         if self.t_bcast_s is not None:
             require_non_negative("t_bcast_s", self.t_bcast_s)
         cap.require_gamma(self.gamma)
+        cap.require_dropped_fraction(self.dropped_fraction)
         for gpu, count in self.trainer_gpus:
             require_int(f"trainer GPU count of {gpu}", count)
         cap.staleness_budget(staleness=self.staleness, force=self.force)
@@ -136,6 +151,7 @@ class PlanInputs:
         if self.measured_t_bcast_s and self.workers is None:
             raise UsageError("measured_t_bcast_s needs a fixed fleet (workers, or a fleet file)")
         require_positive("install_mb_per_s", self.install_mb_per_s)
+        require_non_negative("batch_wait_s", self.batch_wait_s)
         if self.chains is not None:
             require_int("chains", self.chains)
         if self.fleet is not None and self.workers != len(self.fleet):
@@ -168,7 +184,11 @@ class PlanInputs:
 
     @property
     def fetch(self) -> fleet_model.FetchModel:
-        return fleet_model.FetchModel(self.poll_interval_s, install_mb_per_s=self.install_mb_per_s)
+        return fleet_model.FetchModel(
+            self.poll_interval_s,
+            install_mb_per_s=self.install_mb_per_s,
+            batch_wait_s=self.batch_wait_s,
+        )
 
     @property
     def budget(self) -> cap.StalenessBudget:

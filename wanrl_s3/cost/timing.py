@@ -17,7 +17,8 @@ from ..errors import UsageError
 from . import capacity as cap
 from . import fleet as fleet_model
 from . import topology
-from .inputs import BUCKET_ROWS, DELTA_ROWS, MAX_WORKERS, TOPOLOGIES, PlanInputs
+from .cdn import cdn_fill_s
+from .inputs import BUCKET_ROWS, CDN_ROWS, DELTA_ROWS, MAX_WORKERS, TOPOLOGIES, PlanInputs
 
 
 def row_payload_gb(inputs: PlanInputs, name: str) -> float:
@@ -58,7 +59,8 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     if name in measured:
         return measured[name]
     if name in BUCKET_ROWS:
-        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS)
+        fill_s = cdn_fill_s(i.cdn_fill_rtt_ms / 1e3) if name in CDN_ROWS else 0.0
+        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS) + fill_s
     full, fleet = i.full_gb, i.fleet
     if name == "star" and fleet is None:
         return topology.star_limited_s(full, i.uplink_mbps, i.downlink_mbps, workers)
@@ -75,6 +77,15 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     raise UsageError(f"unknown topology {name!r}; known: {', '.join(TOPOLOGIES)}")
 
 
+def workers_needed_at(inputs: PlanInputs, t_bcast_s: float) -> int:
+    """The capacity rule's fleet for these inputs at a broadcast time (drops included)."""
+    i = inputs
+    return cap.workers_needed(
+        i.t_train_s, t_bcast_s, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma,
+        dropped_fraction=i.dropped_fraction,
+    )  # fmt: skip
+
+
 def size_fleet(inputs: PlanInputs, name: str) -> tuple[int, bool]:
     """Smallest fleet N with workers_needed(T_bcast(N)) <= N, and whether it exists.
 
@@ -87,9 +98,7 @@ def size_fleet(inputs: PlanInputs, name: str) -> tuple[int, bool]:
         t_bcast = t_bcast_model_s(i, name, fleet)
         if not cap.is_feasible(i.t_train_s, t_bcast, i.kappa):
             return fleet, False
-        need = cap.workers_needed(
-            i.t_train_s, t_bcast, i.kappa, i.batch, i.worker_rollouts_per_s, i.gamma
-        )
+        need = workers_needed_at(i, t_bcast)
         if need <= fleet:
             return fleet, True
         fleet = need

@@ -10,7 +10,6 @@ keyframe instead of installing garbage.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -121,9 +120,11 @@ class Subscriber:
         verifier: Any = None,
         manifest_cache: int = 256,
         window_bytes: int = WINDOW_BYTES,
+        run: str | None = None,
     ) -> None:
         """``window_bytes`` bounds the coded and delta payload held while a version streams
-        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone."""
+        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone.
+        ``run``: read only versions of this run (see :class:`Manifests`)."""
         require_int("concurrency", concurrency)
         require_int("range_bytes", range_bytes)
         require_int("window_bytes", window_bytes)
@@ -141,7 +142,11 @@ class Subscriber:
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
         # every manifest and LATEST this subscriber reads: bounded, pinned, cached, and LATEST
         # never followed backwards (the manifest owner, wanrl_s3.format.manifests)
-        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
+        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache, run=run)
+        # Version numbers below a committed delta that were found unpublished: the claim
+        # rule (a version must be newer than the newest) means they never appear later,
+        # so the prefetch asks for each once, not again before every delta.
+        self._unpublished: set[int] = set()
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -181,9 +186,12 @@ class Subscriber:
         manifest, or a manifest before its payload. Such a version is not an
         error, only not yet visible, and a reader must not start on it. Checked
         for exactly what the plan from ``have_version`` reads (every manifest of
-        the chain, every payload object at its full size) by listing each
-        version's directory: one request per version, and where a role may list
-        but not read a missing key, S3 answers 403 to a GET, not 404.
+        the chain, every payload object at least at the size its manifest says)
+        by listing each version's directory: one request per version, and where
+        a role may list but not read a missing key, S3 answers 403 to a GET, not
+        404. An object longer than its manifest says holds every byte the plan
+        reads, and every byte read is verified: such a version is whole, as it is
+        to ``pull``, or a worker would wait for it forever.
         """
         listings: dict[int, dict[str, int]] = {}
 
@@ -202,10 +210,10 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
-        absent = [
+        absent = [  # shorter than the manifest says, or not there: not whole yet
             key
             for key, size in wanted.items()
-            if listed(layout.version_of_key(key) or 0).get(key) != size
+            if listed(layout.version_of_key(key) or 0).get(key, -1) < size
         ]
         if absent:
             return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"
@@ -234,14 +242,22 @@ class Subscriber:
         if target.kind != "delta" or target.keyframe_version is None:
             return
         low = max(target.keyframe_version, target.version - PREFETCH_MANIFESTS)
-        wanted = [v for v in range(low, target.version) if not self.manifests.is_cached(v)]
+        wanted = [
+            v
+            for v in range(low, target.version)
+            if v not in self._unpublished and not self.manifests.is_cached(v)
+        ]
         if len(wanted) > 1:
             for done in [self._meta_pool.submit(self._manifest_if_there, v) for v in wanted]:
                 done.result()
 
     def _manifest_if_there(self, version: int) -> None:
-        with contextlib.suppress(WanrlError):
+        try:
             self.manifest(version)
+        except NotFoundError:
+            self._unpublished.add(version)  # set.add is atomic; the pool's threads share it
+        except WanrlError:
+            pass  # left to the chain walk, which reports it if the chain needs it
 
     def identify(self, tensors: Mapping[str, np.ndarray]) -> int | None:
         """The newest version whose tensors are exactly these, by name, dtype, shape and hash.

@@ -23,6 +23,7 @@ commit joins blocks inside the service.
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 from collections.abc import Callable, Iterator
 from typing import Any, Self, TypeVar
@@ -39,16 +40,24 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from .checksums import DAMAGED_BODY_RE
 from .retry import RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
 T = TypeVar("T")
-_OCTETS = ContentSettings(content_type="application/octet-stream")
+
 _BIG_GET_BYTES = 256 * 2**20  # one GET per ranged read (the SDK would split at 4 MiB)
 _COPY_POLL_S = 0.2
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+def _settings(key: str) -> ContentSettings:
+    """A blob's content headers: bytes, cached as the layout allows (docs/format.md)."""
+    return ContentSettings(
+        content_type="application/octet-stream", cache_control=cache_control(key)
+    )
 
 
 def _block_id(upload_id: str, number: int) -> str:
@@ -214,7 +223,7 @@ class AzureBlobStore(MarkedUploads):
             f"PUT {key}",
             lambda: blob.upload_blob(
                 data,
-                content_settings=_OCTETS,
+                content_settings=_settings(key),
                 max_concurrency=1,
                 validate_content=True,
                 **conditions,
@@ -255,14 +264,48 @@ class AzureBlobStore(MarkedUploads):
         return block
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        return self._commit(key, upload_id, parts)
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str:
+        return self._commit(key, upload_id, parts, if_none_match="*")
+
+    def _commit(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], **conditions: str
+    ) -> str:
         self._check_upload(key, upload_id)
         blocks = [BlobBlock(block_id=_block_id(upload_id, n)) for n, _ in sorted(parts)]
         resp = self._call(
             f"COMPLETE {key}",
-            lambda: self._blob(key).commit_block_list(blocks, content_settings=_OCTETS),
+            lambda: self._blob(key).commit_block_list(
+                blocks, content_settings=_settings(key), **conditions
+            ),
         )
         self._delete([marker_key(upload_id)])
         return str(resp["etag"])
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
+        """The body with the Content-MD5 of other bytes, which Azure checks on Put Blob."""
+        wrong = base64.b64encode(hashlib.md5(data + b"\0", usedforsecurity=False).digest())
+        blob = self._blob(key)
+        try:
+            self._call(
+                f"PUT {key}",
+                lambda: blob.upload_blob(
+                    data,
+                    content_settings=_settings(key),
+                    max_concurrency=1,
+                    overwrite=True,
+                    headers={"Content-MD5": wrong.decode()},
+                ),
+            )
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ax.HttpResponseError) and cause.status_code == 400:
+                return True
+            raise
+        return False
 
     def _discard_parts(self, key: str, upload_id: str) -> None:
         """Delete a blob that has only uncommitted blocks; Azure drops stale blocks itself.

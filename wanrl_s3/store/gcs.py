@@ -23,7 +23,9 @@ listed and aborted.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import http.client
 import os
 from collections.abc import Callable, Iterator
@@ -44,6 +46,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from .checksums import DAMAGED_BODY_RE, upload_checksum
 from .retry import RetryPolicy
 from .sink import CappedSink
@@ -81,6 +84,10 @@ class GcsStore(MarkedUploads):
     protocol = "gs"
     supports_server_side_copy = True
     supports_copy_from = True
+    upload_check = (
+        "the CRC32C the service reports for what it stored is compared with the one sent "
+        "(read back where it reports none); damage is sent again"
+    )
 
     def __init__(
         self,
@@ -198,21 +205,22 @@ class GcsStore(MarkedUploads):
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         blob = self._blob(key)
-        return self._sink_read(
-            key,
-            buf,
-            lambda sink: self._call(
-                f"GET {key}",
-                lambda: blob.download_to_file(
+
+        def fill(sink: Any) -> None:
+            try:
+                blob.download_to_file(
                     sink,
                     start=offset,
                     end=offset + len(buf) - 1,
                     checksum=None,
                     retry=None,
                     timeout=self._timeout,
-                ),
-            ),
-        )
+                )
+            except gx.RequestRangeNotSatisfiable:
+                return  # the object ends before the range: nothing read, and read_into then
+                # asks its size (a truncated object, exit 3, as S3's InvalidRange)
+
+        return self._sink_read(key, buf, lambda sink: self._call(f"GET {key}", lambda: fill(sink)))
 
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
@@ -221,6 +229,7 @@ class GcsStore(MarkedUploads):
 
         def send(create: bool, match: str | None) -> tuple[str, bool]:
             blob = self._blob(key)
+            blob.cache_control = cache_control(key)
             blob.crc32c = sent  # in the upload's metadata: GCS refuses a body that does not match
             generation = 0 if create else None if match is None else _generation(match, key)
             self._call(
@@ -289,6 +298,16 @@ class GcsStore(MarkedUploads):
         return self._put(self._part_key(upload_id, part_number), data)
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        return self._join(key, upload_id, parts, None)
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str:
+        return self._join(key, upload_id, parts, 0)  # generation 0: only if absent
+
+    def _join(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], if_generation: int | None
+    ) -> str:
         self._check_upload(key, upload_id)
         sources = [self._part_key(upload_id, n) for n, _ in sorted(parts)]
         for round_number in range(64):  # 32**64 parts: never the limit
@@ -298,20 +317,46 @@ class GcsStore(MarkedUploads):
                 self._compose(f"{UPLOADS_PREFIX}{upload_id}/r{round_number}-{i:05d}", group)
                 for i, group in enumerate(_groups(sources, _COMPOSE_MAX))
             ]
-        etag = self._compose(key, sources)
+        etag = self._compose(key, sources, if_generation)
         self._mpu_abort(key, upload_id)  # the parts and the marker, now joined
         return etag
 
-    def _compose(self, dst_key: str, src_keys: list[str]) -> str:
+    def _compose(self, dst_key: str, src_keys: list[str], if_generation: int | None = None) -> str:
         dst = self._blob(dst_key)
         dst.content_type = "application/octet-stream"
+        dst.cache_control = cache_control(dst_key)
         self._call(
             f"COMPOSE {dst_key}",
             lambda: dst.compose(
-                [self._blob(k) for k in src_keys], retry=None, timeout=self._timeout
+                [self._blob(k) for k in src_keys],
+                if_generation_match=if_generation,
+                retry=None,
+                timeout=self._timeout,
             ),
         )
         return _etag(dst.generation)
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
+        """The body with the MD5 of other bytes in its metadata, which GCS checks."""
+        blob = self._blob(key)
+        wrong = hashlib.md5(data + b"\0", usedforsecurity=False).digest()
+        blob.md5_hash = base64.b64encode(wrong).decode()
+        try:
+            self._call(
+                f"PUT {key}",
+                lambda: blob.upload_from_string(
+                    data,
+                    content_type="application/octet-stream",
+                    checksum=None,
+                    retry=None,
+                    timeout=self._timeout,
+                ),
+            )
+        except StoreError as exc:
+            if isinstance(exc.__cause__, gx.BadRequest):
+                return True
+            raise
+        return False
 
     def _discard_parts(self, key: str, upload_id: str) -> None:
         staged = [o.key for o in self._list_all(f"{UPLOADS_PREFIX}{upload_id}/")]

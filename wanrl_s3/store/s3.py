@@ -1,4 +1,4 @@
-"""s3:// : any S3-compatible service through boto3 (AWS S3, R2, GCS's S3 API, MinIO, moto).
+"""s3:// : any S3-compatible service through boto3 (AWS S3, R2, MinIO, SeaweedFS, Ceph RGW).
 
 Where the service is: ``endpoint_url`` (or the standard ``AWS_ENDPOINT_URL``),
 credentials from ``profile`` or the standard credential chain. Retries are ours
@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import http.client
+import os
 import re
 from collections.abc import Iterator
 from typing import Any, Self
@@ -41,6 +42,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from ..units import MiB
 from .checksums import CHECKSUM_ALGORITHM, range_md5, upload_checksum
 from .retry import RetryPolicy
@@ -83,6 +85,10 @@ _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
 _CHUNK_BYTES = MiB  # per read: a dropped connection loses at most this much
+# keys the service does not know, or a signature made with another secret
+_CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
+# a body that does not match the checksum sent with it
+_DIGEST_CODES = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 
 
 _STREAM_ERRORS: tuple[type[BaseException], ...] = (
@@ -144,6 +150,10 @@ def _parse_ts(value: Any) -> float:
     return value.timestamp() if isinstance(value, _dt.datetime) else 0.0
 
 
+def _error_code(exc: bx.ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
 def _check_echo(what: str, resp: Any, sent: str) -> None:
     """The service's own checksum of what it stored, where it returns one, must be ours.
 
@@ -164,6 +174,10 @@ class S3Store(ObjectStore):
     supports_multipart = True
     supports_server_side_copy = True
     supports_copy_from = True
+    upload_check = (
+        "every upload and part is also checked against its ETag (the MD5 of what the "
+        "service stored), or read back where ETags are not MD5s; damage is sent again"
+    )
 
     def __init__(
         self,
@@ -188,7 +202,7 @@ class S3Store(ObjectStore):
             )
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self.endpoint_url = endpoint_url or None
+        self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
         self.profile = profile or None
         self._client = client or self._make_client(profile, region, max_connections, read_timeout_s)
         # what confirms this service stored an upload as sent, and the parts in flight
@@ -251,6 +265,13 @@ class S3Store(ObjectStore):
                 "no AWS credentials found: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "
                 "AWS_PROFILE or pass --profile"
             ) from exc
+        except bx.SSLError as exc:  # a handshake that cannot work: retrying will not help
+            raise StoreError(
+                f"{self.url}: {what}: TLS failed at {self.endpoint_url or 'the endpoint'} "
+                f"(does it serve https?): {exc.kwargs.get('error', exc)}"
+            ) from exc
+        except bx.BotoCoreError as exc:  # e.g. an answer that is not S3's XML
+            raise StoreError(f"{self.url}: {what}: {exc}") from exc
 
     def _translate(self, exc: bx.ClientError, what: str) -> Exception:
         err = exc.response.get("Error", {})
@@ -265,12 +286,17 @@ class S3Store(ObjectStore):
             return NotFoundError(f"{where}: not found")
         if code in _PRECONDITION_CODES or status in (409, 412):
             return PreconditionFailedError(f"{where}: precondition failed ({code})")
+        if code in _CREDENTIAL_CODES:
+            return UsageError(
+                f"{where}: the service refused the credentials ({code}): check "
+                "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or --profile"
+            )
         if code == "NoSuchBucket":
             return StoreError(
                 f"bucket {self.bucket!r} does not exist at "
                 f"{self.endpoint_url or 'the default endpoint'}"
             )
-        if code in RETRYABLE_CODES or status >= 500:
+        if code in RETRYABLE_CODES or (status >= 500 and status != 501):  # 501: never will
             return TransientStoreError(f"{where}: {code or status}")
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
 
@@ -331,6 +357,7 @@ class S3Store(ObjectStore):
                 kwargs["IfMatch"] = match
             resp = self._call(
                 f"PUT {key}", self._client.put_object, Key=self._key(key), Body=data,
+                CacheControl=cache_control(key),
                 **{f"Checksum{CHECKSUM_ALGORITHM}": checksum}, **kwargs,
             )  # fmt: skip
             _check_echo(f"PUT {key}", resp, checksum)
@@ -394,6 +421,7 @@ class S3Store(ObjectStore):
                 f"CREATE upload {key}",
                 self._client.create_multipart_upload,
                 Key=self._key(key),
+                CacheControl=cache_control(key),
                 ChecksumAlgorithm=CHECKSUM_ALGORITHM,  # every part then must carry one
             )["UploadId"]
         )
@@ -418,6 +446,16 @@ class S3Store(ObjectStore):
         return self._confirm.part(what, upload_id, part_number, data, checksum, send(), send)
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
+        return self._complete(key, upload_id, parts)
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str:
+        return self._complete(key, upload_id, parts, IfNoneMatch="*")
+
+    def _complete(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]], **conditions: str
+    ) -> str:
         numbers = [n for n, _ in parts]
         sums = self._confirm.checksums(upload_id, numbers)
         listed = [
@@ -431,6 +469,7 @@ class S3Store(ObjectStore):
             Key=self._key(key),
             UploadId=upload_id,
             MultipartUpload={"Parts": listed},
+            **conditions,
         )
         try:  # parts no ETag confirmed are read back: only where ETags are not MD5s
             self._confirm.check_completed(
@@ -445,6 +484,24 @@ class S3Store(ObjectStore):
         finally:
             self._confirm.forget(upload_id)
         return str(resp["ETag"])
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
+        """The body with the checksum of other bytes; a service that checks answers BadDigest."""
+        wrong = upload_checksum(data + b"\0")
+        try:
+            self._call(
+                f"PUT {key}",
+                self._client.put_object,
+                Key=self._key(key),
+                Body=data,
+                **{f"Checksum{CHECKSUM_ALGORITHM}": wrong},
+            )
+        except StoreError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, bx.ClientError) and _error_code(cause) in _DIGEST_CODES:
+                return True
+            raise
+        return False
 
     def _mpu_abort(self, key: str, upload_id: str) -> None:
         self._confirm.forget(upload_id)

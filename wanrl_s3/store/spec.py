@@ -301,6 +301,45 @@ class ObjectStore(abc.ABC):
             f"{_WRITE_REPAIRS + 1} times in a row"
         )
 
+    # -- optional probes (`wanrl-s3 doctor`): a backend answers where it can --------
+    #: What keeps an upload damaged in transit from being committed where the service
+    #: itself does not refuse it (``wanrl-s3 doctor`` prints it).
+    upload_check: ClassVar[str] = (
+        "nothing at upload: readers verify every tensor's BLAKE3 and refuse a damaged version"
+    )
+
+    def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool | None:
+        """PUT ``data`` declaring the integrity checksum of other bytes.
+
+        True if the service refused it, False if it stored it; None (this
+        default) where the backend sends no checksum the service could check.
+        """
+        return None
+
+    def _mpu_complete_if_absent(
+        self, key: str, upload_id: str, parts: list[tuple[int, str]]
+    ) -> str | None:
+        """Complete an upload only if ``key`` does not exist yet; its ETag.
+
+        PreconditionFailedError if it exists; None (this default) where the
+        backend cannot make a completion conditional.
+        """
+        return None
+
+    # -- reading through a cache (wanrl_s3.cdn.CdnReadStore overrides both) ----------
+    @property
+    def origin(self) -> ObjectStore:
+        """The store whose answers need nothing to vouch for them: this one. A store
+        that reads through a cache returns the store behind it, where a reader takes
+        what no pin covers (a manifest no LATEST or delta names)."""
+        return self
+
+    def distrust(self, key: str, reason: str) -> None:
+        """``key`` as read here failed its check (``reason``): read it from :attr:`origin`
+        from now on. The verifying readers call it before their one second read, so a
+        cache's bad copy costs one read from the origin; a plain store has nothing to do."""
+        return None
+
     # -- helpers: built on the primitives, never overridden -----------------------
     def get(self, key: str, *, max_bytes: int | None = None) -> Blob:
         """The whole object with its ETag, retried: for small objects read at once (manifests).

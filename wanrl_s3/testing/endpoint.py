@@ -1,14 +1,17 @@
 """A local S3 endpoint for demos, benchmarks and users' own tests.
 
-:func:`local_s3` starts moto's ``ThreadedMotoServer`` (on 127.0.0.1 unless told
-another local address, such as one end of a test's veth pair) in a child
-process (so the server does not share the caller's GIL) and yields its
-endpoint URL; :func:`make_bucket` creates a bucket on it. moto comes with the
-``dev`` extra (``pip install 'wanrl-s3[dev]'``).
+:func:`local_s3` starts a real S3 server, SeaweedFS (:mod:`.seaweed`), and
+yields its endpoint URL; :func:`make_bucket` creates a bucket on it (or on any
+S3 endpoint). :func:`local_moto` starts moto's ``ThreadedMotoServer`` instead,
+a mock, for what a real server cannot give on one machine (it validates no
+upload checksum: never rely on it for integrity). Both bind 127.0.0.1 unless
+told another local address, such as one end of a test's veth pair, and come
+with the ``dev`` extra (``pip install 'wanrl-s3[dev]'``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import selectors
 import socket
@@ -19,12 +22,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ..errors import UsageError
+from .seaweed import CREDENTIALS, RUNNING, local_seaweedfs
 
-CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "testing",
-    "AWS_SECRET_ACCESS_KEY": "testing",
-    "AWS_DEFAULT_REGION": "us-east-1",
-}
 _SERVER = """
 import logging, sys, threading
 from moto.server import ThreadedMotoServer
@@ -48,6 +47,20 @@ def free_port(ip_address: str = "127.0.0.1") -> int:
 def local_s3(
     timeout_s: float = 60.0, ip_address: str = "127.0.0.1", port: int | None = None
 ) -> Iterator[str]:
+    """A SeaweedFS S3 server on ``ip_address`` for the duration of the block; its endpoint URL.
+
+    ``port``: a fixed port (default: a free one; port + 10000 must be free too).
+    Sets :data:`CREDENTIALS` in this process's environment if none are set: the
+    server accepts only those (and :data:`~.seaweed.READ_ONLY_CREDENTIALS`).
+    """
+    with local_seaweedfs(timeout_s, ip_address, port) as server:
+        yield server.endpoint_url
+
+
+@contextmanager
+def local_moto(
+    timeout_s: float = 60.0, ip_address: str = "127.0.0.1", port: int | None = None
+) -> Iterator[str]:
     """A moto S3 server on ``ip_address`` for the duration of the block; yields its endpoint URL.
 
     ``port``: a fixed port (default: a free one).
@@ -56,7 +69,7 @@ def local_s3(
     try:
         import moto.server  # noqa: F401
     except ImportError as exc:
-        raise UsageError("local_s3 needs moto: pip install 'moto[server]'") from exc
+        raise UsageError("local_moto needs moto: pip install 'moto[server]'") from exc
     for key, value in CREDENTIALS.items():
         os.environ.setdefault(key, value)
     port = port or free_port(ip_address)
@@ -92,13 +105,22 @@ def _ready_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
 
 
 def make_bucket(endpoint_url: str, name: str | None = None) -> str:
-    """Create a bucket (a fresh random name unless ``name`` is given); returns its name."""
+    """Create a bucket (a fresh random name unless ``name`` is given); returns its name.
+
+    A bucket of that name that the caller already owns is fine (S3 in us-east-1
+    answers so; SeaweedFS, like S3 elsewhere, says BucketAlreadyOwnedByYou). On
+    a SeaweedFS this process started, the bucket's storage is made ready too, so
+    that its first write does not wait for it (see :meth:`.SeaweedFS.grow_volume`).
+    """
     import boto3
 
     name = name or f"wanrl-{uuid.uuid4().hex[:12]}"
-    boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1").create_bucket(
-        Bucket=name
-    )
+    client = boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1")
+    with contextlib.suppress(client.exceptions.BucketAlreadyOwnedByYou):
+        client.create_bucket(Bucket=name)
+    server = RUNNING.get(endpoint_url)
+    if server is not None:
+        server.grow_volume(name)
     return name
 
 

@@ -1,11 +1,12 @@
-"""A fault-injecting HTTP/1.1 proxy for an S3 endpoint (moto in tests and benchmarks).
+"""A fault-injecting HTTP/1.1 proxy for an S3 endpoint (SeaweedFS or moto in tests).
 
 Black-box fault testing: put :class:`FaultProxy` between a client (the CLI,
 a worker, a :class:`~wanrl_s3.store.ObjectStore`) and the server, and it
 injects, per request, the faults real networks and services produce: throttling
 and 5xx answers, connection resets before or after the server acted (the lost
 response to a conditional write), truncated and trickling bodies, and flipped
-bytes in either direction. Which request gets which fault is chosen by
+bytes in either direction, and conditional headers dropped (a store that
+ignores ``If-None-Match`` and ``If-Match``). Which request gets which fault is chosen by
 :class:`Rule` s (method, key pattern, probability, how many times) from a seeded
 random generator, and every fault is counted.
 
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..errors import UsageError
+from .seaweed import CREDENTIALS
+from .sigv4 import resign
 
 _MAX_LINE_BYTES = 64 * 1024
 _MAX_HEADERS = 200
@@ -52,6 +55,8 @@ class Fault(enum.Enum):
     TRICKLE = "trickle"  # the response body dribbles out (slow, bounded)
     FLIP_REQUEST = "flip_request"  # one byte of the request body flipped (upload corruption)
     FLIP_RESPONSE = "flip_response"  # one byte of the response body flipped
+    # If-None-Match and If-Match dropped (the request re-signed): a store that ignores them
+    IGNORE_CONDITIONS = "ignore_conditions"
 
 
 @dataclass(frozen=True)
@@ -255,13 +260,16 @@ class FaultProxy:
         trickle_bytes: int = 4096,
         trickle_delay_s: float = 0.02,
         trickle_max_s: float = 0.5,
+        secret_key: str = CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
     ) -> None:
+        """``secret_key`` re-signs requests whose headers a fault changed."""
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise UsageError(f"FaultProxy needs an http://HOST:PORT upstream, got {upstream!r}")
         self.upstream = (parsed.hostname, parsed.port)
         self.timeout_s = timeout_s
         self.trickle = (trickle_bytes, trickle_delay_s, trickle_max_s)
+        self._secret_key = secret_key
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._rules: list[tuple[Rule, int]] = []  # (rule, times fired)
@@ -360,6 +368,9 @@ class FaultProxy:
         if fault is Fault.FLIP_REQUEST:
             with self._lock:
                 _flip(req, self._rng)
+        if fault is Fault.IGNORE_CONDITIONS:
+            method, target = req.start.split(b" ")[:2]
+            req.headers = resign(method, target, req.headers, self._secret_key, dropped=_CONDITIONS)
         resp = self._forward(req)
         if fault is Fault.RESET_AFTER:
             return "reset"
@@ -437,6 +448,7 @@ def _close(conn: socket.socket, timeout_s: float) -> None:
 
 _ERRORS = {Fault.SLOW_DOWN: (503, "SlowDown"), Fault.INTERNAL_ERROR: (500, "InternalError")}
 _IDENTITY_HEADERS = (b"range", b"if-match", b"if-none-match")
+_CONDITIONS = frozenset({b"if-match", b"if-none-match"})
 
 
 class _Server(socketserver.ThreadingTCPServer):

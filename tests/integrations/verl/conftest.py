@@ -1,7 +1,7 @@
 """Fixtures for the verl adapter's tests: the real verl package on CPU, one Ray session.
 
 Ray starts once per test session (several seconds) and every test that needs it
-shares it; its workers get the moto server's placeholder credentials explicitly.
+shares it; its workers get the S3 server's placeholder credentials explicitly.
 Without verl (``pip install 'wanrl-s3[verl]'``) this directory is skipped.
 """
 
@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def ray_session(moto_endpoint: str) -> Iterator[Any]:
+def ray_session(s3_endpoint: str) -> Iterator[Any]:
     """A local Ray cluster for the whole session; logical CPUs, so small actors all fit."""
     import ray
 
@@ -54,11 +54,11 @@ def transfer_queue(ray_session: Any) -> Iterator[Any]:
 
 
 @pytest.fixture
-def engine_kwargs(s3_url: str, moto_endpoint: str) -> dict[str, Any]:
-    """``engine_kwargs.wanrl_s3`` for a fresh bucket on the moto server, polling fast."""
+def engine_kwargs(s3_url: str, s3_endpoint: str) -> dict[str, Any]:
+    """``engine_kwargs.wanrl_s3`` for a fresh bucket on the SeaweedFS server, polling fast."""
     return {
         "store_url": s3_url,
-        "endpoint_url": moto_endpoint,
+        "endpoint_url": s3_endpoint,
         "poll_interval_s": 0.2,
         "wait_for_first_s": 60.0,
     }

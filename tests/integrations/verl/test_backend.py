@@ -2,13 +2,14 @@
 
 The cross-process test is the issue's acceptance test: a trainer-side engine
 here, a rollout-side engine in another process (built like verl's
-CheckpointEngineWorker builds it), the moto S3 server between them over HTTP.
+CheckpointEngineWorker builds it), the SeaweedFS S3 server between them over HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tests.trainer.support import ChildProcess, delete_bucket
 from tests.trainer.weights import digests, gen, model, step
 from wanrl_s3 import VersionMap
 from wanrl_s3.errors import UsageError
+from wanrl_s3.format.signing import generate_keypair
 from wanrl_s3.store import open_store
 
 from .engines import MODULE, expected, new_engine, publish, send
@@ -29,7 +31,7 @@ from .engines import MODULE, expected, new_engine, publish, send
 CHILD = "tests.integrations.verl.rollout_child"
 
 
-def test_trainer_and_rollout_engines_in_two_processes_through_moto(
+def test_trainer_and_rollout_engines_in_two_processes_through_s3(
     engine_kwargs: dict[str, Any],
 ) -> None:
     trainer = new_engine(is_master=True, **engine_kwargs)
@@ -141,6 +143,34 @@ def test_a_restarted_trainer_resumes_with_deltas(engine_kwargs: dict[str, Any]) 
     assert metrics["wanrl_s3/stored_bytes"] < 0.1 * metrics["wanrl_s3/raw_bytes"]
 
 
+def test_the_trainer_signs_or_says_so_and_resumes_from_what_verify_key_trusts(
+    tmp_path: Path,
+) -> None:
+    """``verify_key`` is the workers' keyring on the trainer too: after a key rotation the
+    old key's versions stay a delta base while the keyring holds the old key. A restart
+    that forgot ``signing_key`` is refused the signed run, unless ``allow_unsigned``."""
+    (old, old_pub), (new, new_pub) = generate_keypair(), generate_keypair()
+    for path, pem in (("old.pem", old), ("new.pem", new), ("both.pub.pem", old_pub + new_pub)):
+        (tmp_path / path).write_bytes(pem)
+    kwargs = {"store_url": f"memory://{uuid.uuid4().hex}", "background": False}
+    weights = model(big=1000)
+    send(new_engine(is_master=True, **kwargs, signing_key=str(tmp_path / "old.pem")), weights, 0)
+    forgot = new_engine(is_master=True, **kwargs)
+    with pytest.raises(UsageError, match="holds a signed run"):
+        send(forgot, weights, 1)
+    rotated = new_engine(
+        is_master=True,
+        **kwargs,
+        signing_key=str(tmp_path / "new.pem"),
+        verify_key=str(tmp_path / "both.pub.pem"),
+    )
+    step(weights, 1)
+    assert send(rotated, weights, 1)["wanrl_s3/is_delta"] == 1.0  # the new key alone: full
+    allowed = new_engine(is_master=True, **kwargs, allow_unsigned=True)
+    step(weights, 2)
+    assert send(allowed, weights, 2)["wanrl_s3/published"] == 1.0
+
+
 def test_rollout_engine_takes_verls_dictconfig_and_stops_cleanly(
     engine_kwargs: dict[str, Any],
 ) -> None:
@@ -177,17 +207,17 @@ async def _collect(agen: Any) -> list[Any]:
 
 
 def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
-    moto_endpoint: str, tmp_path: Path
+    s3_endpoint: str, tmp_path: Path
 ) -> None:
     from wanrl_s3.testing import make_bucket
     from wanrl_s3_verl.config import FilterSettings
 
-    buckets = {name: make_bucket(moto_endpoint) for name in ("east", "west")}
+    buckets = {name: make_bucket(s3_endpoint) for name in ("east", "west")}
     regions = tmp_path / "regions.toml"
     regions.write_text(
         'primary = "east"\nmode = "fanout"\n'
         + "".join(
-            f'[regions.{name}]\nurl = "s3://{bucket}/run"\nendpoint_url = "{moto_endpoint}"\n'
+            f'[regions.{name}]\nurl = "s3://{bucket}/run"\nendpoint_url = "{s3_endpoint}"\n'
             for name, bucket in buckets.items()
         )
     )
@@ -203,7 +233,7 @@ def test_a_regions_file_fans_out_and_each_worker_reads_its_own_region(
     finally:
         rollout.close()
     # the worker reported to its own region; the sampler reads every region
-    west = open_store(f"s3://{buckets['west']}/run", endpoint_url=moto_endpoint)
+    west = open_store(f"s3://{buckets['west']}/run", endpoint_url=s3_endpoint)
     assert [i.key for i in west.list("workers/")] == [f"workers/{rollout.rollout.worker_id}.json"]
     versions = FilterSettings.from_mapping({"regions": str(regions)}).version_map()
     assert versions is not None and versions.true_version(0) == 0

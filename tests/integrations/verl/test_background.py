@@ -3,9 +3,9 @@
 The engine's syncs go through the trainer core (:class:`wanrl_s3.TrainerPublisher`;
 its own tests, tests/trainer/, cover host memory and the interpreter's exit). A
 slow store is real here: a :class:`~wanrl_s3.testing.FaultProxy` in front of the
-moto server dribbles every read of LATEST (which each publication makes), so a
+SeaweedFS server dribbles every read of LATEST (which each publication makes), so a
 publication takes seconds, deterministically, while the sync returns at once.
-What is checked reads the store straight from moto, past the proxy.
+What is checked reads the store straight from SeaweedFS, past the proxy.
 """
 
 from __future__ import annotations
@@ -27,20 +27,20 @@ from .engines import expected, new_engine, publish, send
 
 
 @pytest.fixture
-def slow_store(moto_endpoint: str) -> Iterator[FaultProxy]:
+def slow_store(s3_endpoint: str) -> Iterator[FaultProxy]:
     """Each read of LATEST takes about a second: a publication takes at least that long."""
     rule = Rule(Fault.TRICKLE, method="GET", key=r"/LATEST$")
     with FaultProxy(
-        moto_endpoint, rules=[rule], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
+        s3_endpoint, rules=[rule], trickle_bytes=8, trickle_delay_s=0.05, trickle_max_s=1.0
     ) as proxy:
         yield proxy
 
 
 def test_the_sync_returns_after_the_copy_and_the_version_commits_in_the_background(
-    engine_kwargs: dict[str, Any], slow_store: FaultProxy, moto_endpoint: str
+    engine_kwargs: dict[str, Any], slow_store: FaultProxy, s3_endpoint: str
 ) -> None:
     engine = new_engine(is_master=True, **{**engine_kwargs, "endpoint_url": slow_store.url})
-    store = reader(engine_kwargs["store_url"], moto_endpoint)
+    store = reader(engine_kwargs["store_url"], s3_endpoint)
     weights = model(big=1_000_000)
     at_sync = as_published(weights)
 
@@ -112,11 +112,11 @@ def test_an_outage_mid_run_is_reported_at_the_next_sync(
 def test_close_lets_the_publication_in_flight_finish_within_close_wait_s(
     engine_kwargs: dict[str, Any],
     slow_store: FaultProxy,
-    moto_endpoint: str,
+    s3_endpoint: str,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO, logger="wanrl_s3")
-    store = reader(engine_kwargs["store_url"], moto_endpoint)
+    store = reader(engine_kwargs["store_url"], s3_endpoint)
     kwargs = {**engine_kwargs, "endpoint_url": slow_store.url}
     weights = model(big=1000)
     engine = new_engine(is_master=True, **kwargs)

@@ -22,6 +22,14 @@ from wanrl_s3_verl.config import EngineSettings, FilterSettings
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "integrations" / "verl" / "README.md"
 CONFIG_DIR = ROOT / "integrations" / "verl" / "config"
+YAML_OVERRIDES = (
+    "wanrl_s3.store_url=s3://my-bucket/runs/exp-7",
+    "wanrl_s3.staleness=5",
+    "wanrl_s3.publish_every=2",
+    "wanrl_s3.endpoint_url=http://minio:9000",
+    "data.train_batch_size=96",
+    "actor_rollout_ref.rollout.n=4",
+)
 OVERRIDE = re.compile(r"^\s*(\+?[a-z_]+(?:\.[A-Za-z0-9_]+)+=\S+?)\s*\\?$")
 
 
@@ -59,10 +67,7 @@ def configs() -> dict[str, dict[str, Any]]:
             f"--config-path={CONFIG_DIR}",
             "--config-name=wanrl_s3",
             "--resolve",
-            "wanrl_s3.store_url=s3://my-bucket/runs/exp-7",
-            "wanrl_s3.staleness=5",
-            "wanrl_s3.publish_every=2",
-            "wanrl_s3.endpoint_url=http://minio:9000",
+            *YAML_OVERRIDES,
         ),
         "fully_async": start(
             "wanrl_s3_verl.fully_async_main",
@@ -156,3 +161,48 @@ def test_a_wrong_key_names_itself_and_the_fix() -> None:
         EngineSettings.from_mapping({"store_url": "s3://b/p", "keyframe_interval": 8})
     with pytest.raises(UsageError, match=r"sampler_kwargs\.staleness.*force=true"):
         FilterSettings.from_mapping({"staleness": 2})
+
+
+def _planned(cfg: dict[str, Any]) -> tuple[Any, ...]:
+    """What the estimate reads, straight from a composed config."""
+    rollout = cfg["actor_rollout_ref"]
+    return (
+        cfg["data"]["train_batch_size"],
+        rollout["rollout"]["n"],
+        cfg["trainer"]["total_training_steps"],
+        rollout["model"]["path"],
+    )
+
+
+def test_the_estimate_reads_our_yaml_and_a_composed_dump_as_main_ppo_does(
+    configs: dict[str, Any], tmp_path: Path
+) -> None:
+    """``config/wanrl_s3.yaml`` with overrides reads as ``main_ppo --cfg job`` composes it,
+    and that command's output (unresolved: the README's lines) reads as itself."""
+    from wanrl_s3_verl.trainer_config import read_verl_config
+
+    ours = read_verl_config(CONFIG_DIR / "wanrl_s3.yaml", YAML_OVERRIDES)
+    assert _planned(configs["yaml"])[:2] == (96, 4)
+    assert (ours.prompts, ours.samples, ours.steps, ours.model_path) == _planned(configs["yaml"])
+    dump = tmp_path / "job.yaml"
+    dump.write_text(yaml.safe_dump(configs["readme"]), encoding="utf-8")
+    job = read_verl_config(dump)
+    assert (job.prompts, job.samples, job.steps, job.model_path) == _planned(configs["readme"])
+
+
+def test_our_yaml_alone_names_the_model_key_it_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without overrides the model is verl's placeholder path: the estimate says which key."""
+    from wanrl_s3_verl.trainer_config import missing_model_message, read_verl_config
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    run = read_verl_config(CONFIG_DIR / "wanrl_s3.yaml")
+    assert run.params is None and run.prompts is not None
+    message = missing_model_message(run, "wanrl_s3.yaml")
+    assert message == (
+        f"wanrl_s3.yaml: actor_rollout_ref.model.path is {run.model_path!r}: no config.json in "
+        "that directory; set actor_rollout_ref.model.path=DIR_OR_HUB_ID, download its "
+        "config.json, or pass --params"
+    )

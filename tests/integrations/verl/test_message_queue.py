@@ -122,18 +122,18 @@ def test_stale_samples_are_dropped_at_get_and_counted(
 
 
 def test_an_explicit_learner_version_and_a_version_map(
-    queue: Any, clock_name: str, s3_url: str, moto_endpoint: str
+    queue: Any, clock_name: str, s3_url: str, s3_endpoint: str
 ) -> None:
     from wanrl_s3 import StepStatusWriter
     from wanrl_s3.store import open_store
 
-    writer = StepStatusWriter(open_store(s3_url, endpoint_url=moto_endpoint), "verl-x")
+    writer = StepStatusWriter(open_store(s3_url, endpoint_url=s3_endpoint), "verl-x")
     for g, v in {3: 3, 4: 3, 5: 3, 9: 9}.items():  # it never installed 4 or 5
         writer.synced(g, v)
     writer.flush()
     writer.close()
     settings = QueueSettings.from_mapping(
-        {"staleness": 3, "store_url": s3_url, "endpoint_url": moto_endpoint}
+        {"staleness": 3, "store_url": s3_url, "endpoint_url": s3_endpoint}
     )
     client = StalenessMessageQueueClient(queue, settings, clock_name=clock_name)
     for version in (5, 4):

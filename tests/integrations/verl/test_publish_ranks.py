@@ -4,7 +4,7 @@ Two trainer ranks are two engines built through verl's registry in this process,
 each told its rank, the rank count and the launch's run id through the trainer
 side's ``group`` (the seam that stands in for the process group); their
 publications run on their own background threads (or, synchronously, on two
-threads) and meet in a real moto bucket over HTTP. The trainer core's own tests
+threads) and meet in a real SeaweedFS bucket over HTTP. The trainer core's own tests
 (tests/trainer/) run two processes with a real gloo process group, so that the
 run id really is broadcast from rank 0.
 """
@@ -124,13 +124,13 @@ def test_synchronous_ranks_that_see_only_their_own_shards(engine_kwargs: dict[st
 
 
 def test_a_rank_whose_share_fails_leaves_nothing_visible_and_every_rank_reports_it(
-    engine_kwargs: dict[str, Any], moto_endpoint: str, caplog: pytest.LogCaptureFixture
+    engine_kwargs: dict[str, Any], s3_endpoint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Rank 1 reaches the store through a proxy that fails every upload of v1's payload."""
     fail = Rule(Fault.INTERNAL_ERROR, method="PUT", key=r"/v/0+1/[0-9a-f]+/[^/]+$")
-    with FaultProxy(moto_endpoint, rules=[fail]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[fail]) as proxy:
         engines = ranks(engine_kwargs, **{"1": {"endpoint_url": proxy.url}})
-        sub = reader(engine_kwargs["store_url"], moto_endpoint)
+        sub = reader(engine_kwargs["store_url"], s3_endpoint)
         weights = model(big=1000)
         sync_all(engines, weights, 0)
         wait_all(engines)
@@ -153,10 +153,10 @@ def test_a_rank_whose_share_fails_leaves_nothing_visible_and_every_rank_reports_
 
 
 def test_a_first_publication_that_fails_on_one_rank_is_fatal_on_every_rank(
-    engine_kwargs: dict[str, Any], moto_endpoint: str
+    engine_kwargs: dict[str, Any], s3_endpoint: str
 ) -> None:
     fail = Rule(Fault.INTERNAL_ERROR, method="PUT", key=r"/v/0+/[0-9a-f]+/[^/]+$")
-    with FaultProxy(moto_endpoint, rules=[fail]) as proxy:
+    with FaultProxy(s3_endpoint, rules=[fail]) as proxy:
         engines = ranks(engine_kwargs, **{"1": {"endpoint_url": proxy.url}})
         weights = model(big=1000)
         sync_all(engines, weights, 0)
@@ -164,7 +164,7 @@ def test_a_first_publication_that_fails_on_one_rank_is_fatal_on_every_rank(
             with pytest.raises(PublicationFailedError, match="v0 failed: StoreError") as info:
                 send(engine, weights, 1)
             assert isinstance(info.value.__cause__, StoreError), rank
-    assert latest_version(reader(engine_kwargs["store_url"], moto_endpoint)) is None
+    assert latest_version(reader(engine_kwargs["store_url"], s3_endpoint)) is None
 
 
 def test_settings_and_a_rank_without_a_process_group(engine_kwargs: dict[str, Any]) -> None:

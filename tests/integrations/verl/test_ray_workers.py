@@ -49,7 +49,7 @@ def wait_held(rollout_wg: Any, version: int, timeout_s: float = 60.0) -> None:
 
 
 def test_checkpoint_engine_manager_syncs_through_the_bucket(
-    ray_session: Any, s3_url: str, moto_endpoint: str, tmp_path: Path
+    ray_session: Any, s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     from verl.checkpoint_engine.base import CheckpointEngineManager, CheckpointEngineWorker
     from verl.utils.config import omega_conf_to_dataclass
@@ -63,7 +63,7 @@ def test_checkpoint_engine_manager_syncs_through_the_bucket(
             "engine_kwargs": {
                 "wanrl_s3": {
                     "store_url": s3_url,
-                    "endpoint_url": moto_endpoint,
+                    "endpoint_url": s3_endpoint,
                     "poll_interval_s": 0.1,
                     "wait_for_first_s": 60.0,
                 }
@@ -99,7 +99,7 @@ def test_checkpoint_engine_manager_syncs_through_the_bucket(
     )
 
     # what each rollout engine recorded, read back from the bucket as the sampler does
-    versions = VersionMap(open_store(s3_url, endpoint_url=moto_endpoint))
+    versions = VersionMap(open_store(s3_url, endpoint_url=s3_endpoint))
     versions.refresh()
     assert len(versions.workers) == 2
     for worker in versions.workers:

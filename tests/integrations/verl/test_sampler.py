@@ -2,7 +2,7 @@
 
 Trajectories are tagged the way verl's agent loop tags them (``min_global_steps``
 ...); the rollout workers' status objects, written by the engine's own
-StepStatusWriter into a moto bucket, say what those steps really meant.
+StepStatusWriter into a SeaweedFS bucket, say what those steps really meant.
 """
 
 from __future__ import annotations
@@ -90,15 +90,15 @@ def sampler(
 
 
 def test_stale_groups_are_dropped_by_their_true_version(
-    transfer_queue: Any, s3_url: str, moto_endpoint: str
+    transfer_queue: Any, s3_url: str, s3_endpoint: str
 ) -> None:
     from verl.trainer.ppo.v1.utils import MetricsAggregator
 
-    record_workers(s3_url, moto_endpoint)
+    record_workers(s3_url, s3_endpoint)
     put_groups(transfer_queue, "hazard")
     refills: list[int] = []
     buffer = sampler(
-        {"staleness": 3, "store_url": s3_url, "endpoint_url": moto_endpoint},
+        {"staleness": 3, "store_url": s3_url, "endpoint_url": s3_endpoint},
         refills,
         parameter_sync_step=2,
     )

@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cost.test_model_size import LLAMA_31_8B, QWEN25_7B
+from tests.io.test_hf_model import hf_snapshot
 from wanrl_s3.errors import UsageError
-from wanrl_s3_verl.trainer_config import params_from_hf_config, read_verl_config
-
-LLAMA_31_8B = {
-    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "vocab_size": 128256, "tie_word_embeddings": False,
-}  # fmt: skip
-QWEN25_7B = {
-    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-    "vocab_size": 152064, "tie_word_embeddings": False,
-}  # fmt: skip
+from wanrl_s3_verl.trainer_config import read_verl_config
 
 VERL_YAML = """\
 data:
@@ -33,20 +24,6 @@ actor_rollout_ref:
 trainer:
   total_training_steps: 200
 """
-
-
-@pytest.mark.parametrize(
-    ("config", "published"), [(LLAMA_31_8B, 8_030_261_248), (QWEN25_7B, 7_615_616_512)]
-)
-def test_parameter_count_matches_the_published_one(config: dict, published: int) -> None:
-    assert params_from_hf_config(config) == published
-
-
-def test_moe_and_missing_fields_are_refused() -> None:
-    with pytest.raises(UsageError, match="mixture-of-experts"):
-        params_from_hf_config({**LLAMA_31_8B, "num_local_experts": 8})
-    with pytest.raises(UsageError, match="hidden_size"):
-        params_from_hf_config({k: v for k, v in LLAMA_31_8B.items() if k != "hidden_size"})
 
 
 def write_run(tmp_path: Path, model: str = "model", yaml_text: str = VERL_YAML) -> Path:
@@ -63,22 +40,52 @@ def test_reads_batch_steps_and_params_relative_to_the_yaml(tmp_path: Path) -> No
     assert (run.batch, run.steps, run.params) == (2048, 200, 8_030_261_248.0)
 
 
-def test_interpolations_are_reported_by_key(tmp_path: Path) -> None:
-    text = VERL_YAML.replace("train_batch_size: 128", "train_batch_size: ${oc.env:BATCH}")
-    with pytest.raises(UsageError, match=r"data\.train_batch_size is an interpolation"):
-        read_verl_config(write_run(tmp_path, yaml_text=text))
-
-
-def test_a_hub_model_id_leaves_params_unknown(tmp_path: Path) -> None:
-    run = read_verl_config(write_run(tmp_path, model="meta-llama/Llama-3.1-8B"))
-    assert run.params is None and run.batch == 2048
-
-
-def test_without_pyyaml_it_says_what_to_install(
+def test_interpolations_are_resolved_or_reported_by_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "yaml", None)  # makes `import yaml` raise ImportError
-    with pytest.raises(UsageError, match="pip install pyyaml"):
+    text = VERL_YAML.replace("n: 16", "n: ${oc.decode:${oc.env:SAMPLES}}")
+    monkeypatch.delenv("SAMPLES", raising=False)
+    with pytest.raises(UsageError, match=r"actor_rollout_ref\.rollout\.n cannot be resolved"):
+        read_verl_config(write_run(tmp_path, yaml_text=text))
+    monkeypatch.setenv("SAMPLES", "8")
+    assert read_verl_config(write_run(tmp_path, yaml_text=text)).batch == 128 * 8
+
+
+def test_overrides_apply_as_on_main_ppos_command_line(tmp_path: Path) -> None:
+    path = write_run(tmp_path)
+    run = read_verl_config(path, ["data.train_batch_size=64", "+trainer.extra=1"])
+    assert (run.prompts, run.samples, run.batch) == (64, 16, 1024)
+    with pytest.raises(UsageError, match=r"Could not override 'data\.nokey'.*\+data\.nokey=3"):
+        read_verl_config(path, ["data.nokey=3"])
+
+
+def test_a_hub_model_id_is_found_in_the_local_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An id verl would load from the Hub: its config.json in the cache, offline."""
+    cache = tmp_path / "hub"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    path = write_run(tmp_path, model="Qwen/Qwen2.5-7B")
+    assert read_verl_config(path).params is None  # not cached: unknown, not guessed
+    found = hf_snapshot(cache, "Qwen/Qwen2.5-7B", QWEN25_7B)
+    run = read_verl_config(path)
+    assert (run.params, run.model_config) == (7_615_616_512.0, found)
+
+
+def test_a_local_directory_wins_over_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    hf_snapshot(tmp_path / "hub", "model", QWEN25_7B)  # the id "model" is cached too
+    run = read_verl_config(write_run(tmp_path))  # model.path: model, a directory beside it
+    assert run.params == 8_030_261_248.0
+
+
+def test_without_hydra_it_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "hydra", None)  # makes `import hydra` raise ImportError
+    with pytest.raises(UsageError, match=r"needs Hydra: pip install 'wanrl-s3\[verl\]'"):
         read_verl_config(write_run(tmp_path))
 
 
@@ -89,3 +96,16 @@ def test_bad_yaml_is_a_usage_error(tmp_path: Path) -> None:
         read_verl_config(path)
     with pytest.raises(UsageError, match="cannot read"):
         read_verl_config(tmp_path / "absent.yaml")
+    with pytest.raises(UsageError, match=r"\*\.yaml; rename it"):
+        read_verl_config(path.rename(tmp_path / "bad.yml"))
+
+
+def test_a_moe_model_is_refused_only_when_its_count_is_needed(tmp_path: Path) -> None:
+    path = write_run(tmp_path)
+    (tmp_path / "model" / "config.json").write_text(
+        json.dumps({**LLAMA_31_8B, "num_local_experts": 8}), encoding="utf-8"
+    )
+    run = read_verl_config(path)  # --params given: the batch is still read
+    assert run.batch == 2048
+    with pytest.raises(UsageError, match="mixture-of-experts"):
+        _ = run.params

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...units import MiB
+from ...units import binary_bytes
 from .state import Ready
 
 
@@ -14,7 +14,7 @@ def describe_source(path: tuple[int, ...], downloaded_bytes: int) -> str:
         return "nothing downloaded (a verified copy already on this host)"
     versions = ", ".join(f"v{v}" for v in path)
     payload = "the payload" if len(path) == 1 else "the payloads"
-    return f"downloaded {downloaded_bytes / MiB:,.1f} MiB ({payload} of {versions})"
+    return f"downloaded {binary_bytes(downloaded_bytes)} ({payload} of {versions})"
 
 
 @dataclass(frozen=True, kw_only=True)
