@@ -49,7 +49,9 @@ from .delta import _parallel_map, _thread_count
 
 MAGIC = b"WRSF"
 FORMAT_VERSION = 1
+#: A full payload's coding: the tensor's bytes as they are (docs/full-format.md).
 CODING_RAW = 0
+#: A full payload's coding: byte planes, each compressed on its own (docs/full-format.md).
 CODING_PLANES = 1
 _HEADER = struct.Struct("<4sBBBBQII")  # magic version coding dtype width count block reserved
 HEADER_BYTES = _HEADER.size  # 24

@@ -181,3 +181,7 @@ __all__ = [
     "usable_rollouts_per_s",
     "workers_needed",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the public names only, not the submodules

@@ -99,6 +99,7 @@ def llama_like_layout(dims: LlamaDims | str = "tiny") -> Layout:
 
 
 def param_count(layout: Layout) -> int:
+    """How many values the tensors of ``layout`` hold."""
     return sum(math.prod(shape) for _, shape in layout)
 
 
