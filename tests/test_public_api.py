@@ -80,6 +80,38 @@ def test_integrations_examples_and_benchmarks_use_only_the_public_api() -> None:
     )
 
 
+def names_used_from(module: str, tree: ast.AST) -> set[str]:
+    """The names ``tree`` takes from ``module``: ``from module import x`` and ``module.x``."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == module:
+            used.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == module:
+            used.add(node.attr)
+    return used
+
+
+def test_every_planner_name_has_a_user() -> None:
+    """``wanrl_s3.cost.__all__`` is what a planner's user calls, not every formula: each
+    name is used by an integration, example or benchmark, named in the docs as
+    ``wanrl_s3.cost.<name>``, re-exported by ``wanrl_s3``, or part of the signature of a
+    name that is (a type it takes or returns)."""
+    import re
+
+    import wanrl_s3
+    import wanrl_s3.cost as cost
+
+    used = set(wanrl_s3.__all__)
+    for path in caller_sources():
+        used |= names_used_from("wanrl_s3.cost", ast.parse(path.read_text(encoding="utf-8")))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    used |= {m for page in pages for m in re.findall(r"wanrl_s3\.cost\.(\w+)", page.read_text())}
+    public = [getattr(cost, name) for name in used & set(cost.__all__)]
+    signatures = " ".join(str(inspect.signature(value)) for value in public if callable(value))
+    unused = [n for n in cost.__all__ if n not in used and not re.search(rf"\b{n}\b", signatures)]
+    assert unused == [], "wanrl_s3.cost exports what no user calls: drop it from __all__"
+
+
 def doc_python_blocks() -> list[tuple[str, str]]:
     """(where, code) of every ```python block in the README and the pages of docs/."""
     import re
