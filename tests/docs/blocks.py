@@ -55,7 +55,7 @@ class Block:
 
     @property
     def kind(self) -> str:
-        """"shell", "python", or "" for a block that is not code."""
+        """ "shell", "python", or "" for a block that is not code."""
         return "shell" if self.lang in SHELL else "python" if self.lang in PYTHON else ""
 
     @property
@@ -96,9 +96,7 @@ def parse(page: str, text: str) -> tuple[list[Block], list[str]]:
             i += 1
             continue
         indent, fence = len(opened["indent"]), opened["fence"]
-        end = next(
-            (j for j in range(i + 1, len(lines)) if _closes(lines[j], fence)), len(lines)
-        )
+        end = next((j for j in range(i + 1, len(lines)) if _closes(lines[j], fence)), len(lines))
         where = f"{page}:{i + 1}"
         if end == len(lines):
             problems.append(f"{where}: a block that never closes; close it with {fence}")
@@ -142,10 +140,14 @@ def _marker(line: str) -> tuple[str, str, list[str]]:
     named = re.fullmatch(r"sequence\s+([\w.-]+)", body)
     if named:
         return "", named[1], []
-    return "", "", [
-        f"unknown marker {line!r}; the markers are <!-- doc-test: syntax-only: REASON --> "
-        "and <!-- doc-test: sequence NAME -->"
-    ]
+    return (
+        "",
+        "",
+        [
+            f"unknown marker {line!r}; the markers are <!-- doc-test: syntax-only: REASON --> "
+            "and <!-- doc-test: sequence NAME -->"
+        ],
+    )
 
 
 def collect(paths: Iterable[Path], root: Path = ROOT) -> tuple[list[Block], list[str]]:

@@ -35,10 +35,12 @@ CLOUD_ENV = re.compile(
 )
 # Variables bash itself changes as it runs; no block sets them.
 DYNAMIC = frozenset(
-    "_ BASH_ARGC BASH_ARGV BASH_COMMAND BASH_LINENO BASH_REMATCH BASH_SOURCE BASHPID "
-    "COLUMNS EPOCHREALTIME EPOCHSECONDS FUNCNAME HISTCMD LINENO LINES OLDPWD PIPESTATUS "
-    "RANDOM SECONDS SRANDOM".split()
-)
+    {
+        "_", "BASH_ARGC", "BASH_ARGV", "BASH_COMMAND", "BASH_LINENO", "BASH_REMATCH",
+        "BASH_SOURCE", "BASHPID", "COLUMNS", "EPOCHREALTIME", "EPOCHSECONDS", "FUNCNAME",
+        "HISTCMD", "LINENO", "LINES", "OLDPWD", "PIPESTATUS", "RANDOM", "SECONDS", "SRANDOM",
+    }
+)  # fmt: skip
 SNAPSHOT = "; ".join(
     f"{command} >{{d}}/{name}.{{n}} || :"  # compgen fails when it finds nothing
     for command, name in (
@@ -123,8 +125,8 @@ def shell_problems(state: Path, starts: list[tuple[int, Block]], outcome: Outcom
         return [
             f"exited with status {outcome.returncode} before its end (an `exit` at the top "
             "level closes the reader's shell: put the recipe in ( ... ))"
-        ] + outcome.problems
-    problems = list(outcome.problems)
+        ]
+    problems = []
 
     def read(name: str, n: int) -> list[str]:
         return (state / f"{name}.{n}").read_text().splitlines()

@@ -11,8 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from . import run
 from .blocks import ROOT, Block, Unit, parse, units
 from .run import run_unit
+
+
+@pytest.fixture(autouse=True)
+def _short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(run, "GRACE_S", 0.5)  # the blocks here leave what they leave at once
+
 
 PAGE = """# Title
 
@@ -100,7 +107,10 @@ def test_a_recipe_in_a_subshell_that_cleans_up_passes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("code", "problem"),
     [
-        ("export AWS_PROFILE=x\n", "left exported variables set in the reader's shell: AWS_PROFILE"),
+        (
+            "export AWS_PROFILE=x\n",
+            "left exported variables set in the reader's shell: AWS_PROFILE",
+        ),
         ("STORE=s3://b/p\n", "left shell variables set in the reader's shell: STORE"),
         ('cd "$(mktemp -d)"\n', "left the reader's shell in /tmp"),
         ("trap 'echo bye' EXIT\n", "left traps set in the reader's shell: trap -- 'echo bye' EXIT"),
@@ -150,7 +160,9 @@ def test_a_file_left_in_the_checkout_is_named(tmp_path: Path) -> None:
         outcome = run_unit(_unit(f"open({str(probe)!r}, 'w').close()\n", lang="python"), tmp_path)
     finally:
         probe.unlink(missing_ok=True)
-    assert outcome.problems == ["added to the checkout: doc-test-probe.tmp (work in a temporary folder)"]
+    assert outcome.problems == [
+        "added to the checkout: doc-test-probe.tmp (work in a temporary folder)"
+    ]
 
 
 def test_what_a_block_leaves_running_is_stopped(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .blocks import FIX, Block, Unit, collect, pages, units
+from .blocks import Block, Unit, collect, pages, units
 from .run import run_unit
 
 BLOCKS, PROBLEMS = collect(pages())
@@ -25,8 +25,25 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
     ("docs/quickstart.md", "0. Try it on this machine"): (
         r"published v1 \(full\)",
         r"published v2 \(delta against v1\)",
-        r"\bw1\b.*\bv?2\b",
-        r"\bw2\b.*\bv?2\b",
+        r"(?m)^\s+1\s+2/2\s",  # both workers installed v1 ...
+        r"(?m)^\s+2\s+2/2\s",  # ... and v2
+        r"(?m)^\s+w1\s+-\s+v2\s",
+        r"(?m)^\s+w2\s+-\s+v2\s",
+        r"(?m)^\s+2\* delta\s+1\s",
+    ),
+    ("docs/multi-region.md", "0. Try it on this machine"): (
+        r"relayed v1 to euw1",
+        r"relayed v1 to apne1",
+        r"region apne1 lags the primary use1 by 2 versions \(limit 1\): reading from region use1",
+        r"(?m)^\s+w-apne1\s+use1\s+v3\s.*fallback: region apne1 lags",
+        r"relayed v3 to euw1",
+        r"(?m)^\s+3\* delta\s+2\s",
+    ),
+    ("docs/security.md", "Threat model"): (
+        r"pulled v1 to pulled.safetensors",
+        r"LATEST \(v1\) is signed by unknown key",
+        r"LATEST \(v2\) is not signed, and signatures are required",
+        r"(?s)refused: exit status 3.*refused: exit status 3",
     ),
 }
 
@@ -34,6 +51,12 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
 def test_every_block_is_tagged_and_every_marker_is_known() -> None:
     assert len(CODE) >= 20 and UNITS  # the pages were found and read
     assert PROBLEMS == [], "\n".join(PROBLEMS)
+
+
+def test_every_expected_output_belongs_to_a_block_that_runs() -> None:
+    """A heading renamed or a block marked syntax-only must not silently drop a check."""
+    running = {(u.blocks[0].page, u.blocks[0].heading) for u in UNITS}
+    assert set(EXPECTED) <= running, f"no block runs under {sorted(set(EXPECTED) - running)}"
 
 
 @pytest.mark.parametrize("block", CODE, ids=lambda b: b.where)
@@ -67,6 +90,5 @@ def test_code_blocks_run_as_written(unit: Unit, tmp_path: Path) -> None:
         + "\n  - ".join(outcome.problems)
         + "\nfix: make it run as written on this machine, or, if it needs a cloud account, a GPU "
         "or verl, mark it <!-- doc-test: syntax-only: REASON --> on the line before the fence "
-        "(CONTRIBUTING.md)\noutput (the end):\n"
-        + outcome.output[-4000:]
+        "(CONTRIBUTING.md)\noutput (the end):\n" + outcome.output[-4000:]
     )
