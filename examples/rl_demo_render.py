@@ -71,11 +71,13 @@ def _versions(r: dict[str, Any]) -> None:
     for run, rows in r["versions"].items():
         fleet = {v["version"]: v for v in r["t_bcast"][run]["fleet"]["versions"]}
         kinds = Counter(v["kind"] for v in rows)
-        full = [v["version"] for v in rows if v["kind"] == "full"]
+        full = [f"v{v['version']}" for v in rows if v["kind"] == "full"]
+        if len(full) > 2 * SHOWN:
+            full = [*full[:SHOWN], "...", *full[-2:]]
         print(
             f"{run} run: {len(rows)} versions, "
             + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-            + (f" (full: {', '.join(f'v{n}' for n in full)})" if len(full) < len(rows) else "")
+            + (f" (full: {', '.join(full)})" if kinds["full"] < len(rows) else "")
         )
         print(
             f"  {'v':>4} {'kind':<5} {'stored':>10} {'changed':>8} {'as delta':>10} "

@@ -93,7 +93,7 @@ def test_a_recipe_in_a_subshell_that_cleans_up_passes(tmp_path: Path) -> None:
     recipe = """(
   set -euo pipefail
   scratch=$(mktemp -d) && cd "$scratch"
-  trap 'kill $(jobs -p) 2>/dev/null; wait; rm -rf "$scratch"' EXIT
+  trap 'trap "" INT; set +e; kill $(jobs -p) 2>/dev/null; wait; rm -rf "$scratch"' EXIT
   export AWS_ACCESS_KEY_ID=testing
   sleep 60 &
   echo "started $!"
