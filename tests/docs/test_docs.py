@@ -39,6 +39,10 @@ EXPECTED: dict[tuple[str, str], tuple[str, ...]] = {
         r"relayed v3 to euw1",
         r"(?m)^\s+3\* delta\s+2\s",
     ),
+    ("docs/stores.md", "What the doctor measured here"): (  # the table's SeaweedFS and moto rows
+        r"(?s)doctor: s3://probe/run at .*wrong checksum refused\s+held: .*"
+        r"doctor: s3://wanrl-\w+/run at .*wrong checksum refused\s+NOT HELD",
+    ),
     ("docs/security.md", "Threat model"): (
         r"pulled v1 to pulled.safetensors",
         r"LATEST \(v1\) is signed by unknown key",
