@@ -102,7 +102,10 @@ def run_unit(unit: Unit, scratch: Path) -> Outcome:
 def shell_script(blocks: tuple[Block, ...], state: Path) -> tuple[Path, list[tuple[int, Block]]]:
     """The blocks between two snapshots of the shell; (script line, block) of each start."""
     head = [
-        f"trap 'echo \"{FAILED} $LINENO, status $?\" >&2; exit 97' ERR",  # set -e, unseen
+        # set -e that the snapshots do not see; -E (errtrace) to name the line that failed
+        # inside a recipe's subshell too, where the subshell's own set -e then ends it
+        "set -E",
+        f"trap 'echo \"{FAILED} $LINENO, status $?\" >&2; [ $BASH_SUBSHELL = 0 ] && exit 97' ERR",
         SNAPSHOT.format(d=state, n=0),
     ]
     lines, starts = list(head), []
@@ -118,8 +121,8 @@ def shell_script(blocks: tuple[Block, ...], state: Path) -> tuple[Path, list[tup
 def shell_problems(state: Path, starts: list[tuple[int, Block]], outcome: Outcome) -> list[str]:
     """What the shell run did wrong, each with its fix."""
     found = re.findall(rf"{FAILED} (\d+), status (\d+)", outcome.output)
-    if found:
-        line, status = int(found[-1][0]), found[-1][1]
+    if found and outcome.returncode == 97:  # the first is where it failed, within subshells
+        line, status = int(found[0][0]), found[0][1]
         return [f"a command exited with status {status} at {_page_line(starts, line)}"]
     if not (state / "pwd.1").exists():
         return [

@@ -118,6 +118,7 @@ def test_a_recipe_in_a_subshell_that_cleans_up_passes(tmp_path: Path) -> None:
         ("f() { :; }\n", "left functions set in the reader's shell: f"),
         ("sleep 60 &\n", "left running after it ended: sleep 60"),
         ("true\nfalse\ntrue\n", "a command exited with status 1 at page.md:12"),
+        ("(\n  set -e\n  true\n  false\n)\n", "a command exited with status 1 at page.md:14"),
         ("exit 0\n", "exited with status 0 before its end"),
     ],
 )
