@@ -33,12 +33,13 @@ GRACE_S = 5.0  # for what a block stopped as it ended to finish exiting
 CLOUD_ENV = re.compile(
     r"^(AWS_|AZURE_|GOOGLE_APPLICATION_CREDENTIALS$|STORAGE_EMULATOR_HOST$|CLOUDSDK_|VIRTUAL_ENV$)"
 )
-# Variables bash itself changes as it runs; no block sets them.
+# Variables bash itself changes as it runs (PWD: the directory is checked on its own).
 DYNAMIC = frozenset(
     {
         "_", "BASH_ARGC", "BASH_ARGV", "BASH_COMMAND", "BASH_LINENO", "BASH_REMATCH",
         "BASH_SOURCE", "BASHPID", "COLUMNS", "EPOCHREALTIME", "EPOCHSECONDS", "FUNCNAME",
-        "HISTCMD", "LINENO", "LINES", "OLDPWD", "PIPESTATUS", "RANDOM", "SECONDS", "SRANDOM",
+        "HISTCMD", "LINENO", "LINES", "OLDPWD", "PIPESTATUS", "PWD", "RANDOM", "SECONDS",
+        "SRANDOM",
     }
 )  # fmt: skip
 SNAPSHOT = "; ".join(
