@@ -72,6 +72,8 @@ _LAZY: dict[str, str] = {
     "RegionsConfig": ".regions.config",
     "load_regions": ".regions.config",
     "choose_region": ".regions.probe",
+    "FailoverConfig": ".regions.failover",
+    "RegionFailover": ".regions.failover",
     "StoreRoles": ".regions.roles",
     "store_roles": ".regions.roles",
     # signing
@@ -140,6 +142,7 @@ if TYPE_CHECKING:
     from .publish.resume import ResumePoint, resume, resume_point
     from .publish.shard import ShardedPublisher
     from .regions.config import Region, RegionsConfig, load_regions
+    from .regions.failover import FailoverConfig, RegionFailover
     from .regions.probe import choose_region
     from .regions.roles import StoreRoles, store_roles
     from .staleness import (
@@ -174,6 +177,7 @@ __all__ = [
     "DELTA_MODES",
     "PUBLISH_DTYPES",
     "DirectoryInstaller",
+    "FailoverConfig",
     "FetchCancelled",
     "InfeasiblePlanError",
     "InstallResult",
@@ -193,6 +197,7 @@ __all__ = [
     "Publisher",
     "RankGroup",
     "Region",
+    "RegionFailover",
     "RegionsConfig",
     "RelayMetrics",
     "ResumePoint",
