@@ -4,12 +4,14 @@ A reader pastes a block into the shell they keep working in, at the checkout's r
 So a block passes only if it succeeds and leaves that shell as it found it: no
 process still running, no variable, function, option or trap set (an exported key
 overrides the profile a later command means to use; an EXIT trap at the top level
-fires only when the reader closes the shell), the same working directory, and no
-file added to the checkout. A recipe that needs all that runs in a subshell,
+fires only when the reader closes the shell), the same working directory, no file
+added to or changed in the checkout, and nothing left in the temporary folder. A recipe that needs all that runs in a subshell,
 ``( ... )``, that cleans up after itself (CONTRIBUTING.md).
 
-Blocks run in a new session, so that whatever they start is found by its session id
-once the shell has gone, and is then stopped.
+Blocks run in a new session, with a temporary folder (``TMPDIR``) of their own, so
+that whatever they start is found once the shell has gone, by its session id or, for
+what starts a session of its own (nginx), by that ``TMPDIR`` in its environment, and
+is then stopped.
 """
 
 from __future__ import annotations
@@ -66,12 +68,14 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
 
 
-def environment(home: Path) -> dict[str, str]:
-    """A new user's environment: this interpreter's tools on PATH, no cloud keys, no venv."""
+def environment(scratch: Path) -> dict[str, str]:
+    """A new user's environment: this interpreter's tools on PATH, no cloud keys, no venv,
+    an empty HOME and a temporary folder of the run's own, both in ``scratch``."""
     env = {k: v for k, v in os.environ.items() if not CLOUD_ENV.match(k)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    env["HOME"] = str(home)
-    home.mkdir(parents=True, exist_ok=True)
+    for name, folder in (("HOME", "home"), ("TMPDIR", "tmp")):
+        env[name] = str(scratch / folder)
+        (scratch / folder).mkdir(parents=True, exist_ok=True)
     return env
 
 
@@ -87,7 +91,8 @@ def run_unit(unit: Unit, scratch: Path) -> Outcome:
         script.write_text(json.dumps([dataclasses.asdict(b) for b in unit.blocks]))
         argv = [sys.executable, str(Path(__file__).with_name("python_session.py")), str(script)]
         starts = []
-    outcome = _run(argv, environment(scratch / "home"), scratch / "output.log")
+    env = environment(scratch)
+    outcome = _run(argv, env, scratch / "output.log")
     if unit.kind == "shell":
         outcome.problems += shell_problems(scratch, starts, outcome)
     elif outcome.returncode != 0:
@@ -95,7 +100,13 @@ def run_unit(unit: Unit, scratch: Path) -> Outcome:
     added = sorted(set(checkout_state()) - set(before))
     if added:
         outcome.problems.append(
-            f"added to the checkout: {', '.join(added)} (work in a temporary folder)"
+            f"added to or changed in the checkout: {', '.join(added)} (work in a temporary folder)"
+        )
+    kept = sorted(p.name for p in Path(env["TMPDIR"]).iterdir())
+    if kept:
+        outcome.problems.append(
+            f"left in the temporary folder: {', '.join(kept)} (remove the recipe's scratch "
+            "directory in its EXIT trap, and stop what it started there)"
         )
     return outcome
 
@@ -185,7 +196,7 @@ def _run(argv: list[str], env: dict[str, str], log: Path) -> Outcome:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         problems.append(f"still running after {TIMEOUT_S:g} s")
-    left = survivors(proc.pid)
+    left = survivors(proc.pid, f"TMPDIR={env['TMPDIR']}")
     if left:
         problems.append(
             "left running after it ended: " + "; ".join(left) + " (stop what the recipe starts: "
@@ -194,12 +205,13 @@ def _run(argv: list[str], env: dict[str, str], log: Path) -> Outcome:
     return Outcome(proc.returncode, log.read_text(errors="replace"), problems)
 
 
-def survivors(session: int) -> list[str]:
-    """The command lines of the processes left in ``session``, once it has had time to end;
-    they are then killed."""
+def survivors(session: int, variable: str) -> list[str]:
+    """The command lines of the processes left in ``session`` or carrying ``variable``
+    (``NAME=value``) in their environment, once they have had time to end; they are then
+    killed."""
     deadline = time.monotonic() + GRACE_S
     while True:
-        left = _in_session(session)
+        left = _left(session, variable.encode() + b"\0")
         if not left or time.monotonic() > deadline:
             break
         time.sleep(0.1)
@@ -209,19 +221,22 @@ def survivors(session: int) -> list[str]:
     return sorted(set(left.values()))
 
 
-def _in_session(session: int) -> dict[int, str]:
+def _left(session: int, variable: bytes) -> dict[int, str]:
     found = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) == session and fields[0] != "Z":
+            if fields[0] == "Z":
+                continue
+            if int(fields[3]) == session or variable in (stat.parent / "environ").read_bytes():
                 raw = (stat.parent / "cmdline").read_bytes()
                 found[int(stat.parent.name)] = raw.replace(b"\0", b" ").decode().strip()[:120]
     return found
 
 
 def checkout_state() -> list[str]:
-    """The files of the checkout that git does not track, ignored ones included (caches aside)."""
+    """The files of the checkout that git does not track, ignored ones included (caches
+    aside), and those it tracks that differ from the index (named "changed: PATH")."""
     out = subprocess.run(
         ["git", "status", "--porcelain", "--ignored", "--untracked-files=normal"],
         cwd=ROOT,
@@ -230,7 +245,7 @@ def checkout_state() -> list[str]:
         check=True,
     ).stdout
     return [
-        line[3:]
+        line[3:] if line[:2] in ("??", "!!") else f"changed: {line[3:]}"
         for line in out.splitlines()
-        if line[:2] in ("??", "!!") and not re.search(r"(__pycache__|_cache)/?$", line)
+        if line[1] != " " and not re.search(r"(__pycache__|_cache)/?$", line)
     ]

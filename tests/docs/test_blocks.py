@@ -112,7 +112,7 @@ def test_a_recipe_in_a_subshell_that_cleans_up_passes(tmp_path: Path) -> None:
             "left exported variables set in the reader's shell: AWS_PROFILE",
         ),
         ("STORE=s3://b/p\n", "left shell variables set in the reader's shell: STORE"),
-        ('cd "$(mktemp -d)"\n', "left the reader's shell in /tmp"),
+        ('cd "$(mktemp -d)"\n', "left the reader's shell in "),
         ("trap 'echo bye' EXIT\n", "left traps set in the reader's shell: trap -- 'echo bye' EXIT"),
         ("set -e\n", "left shell options set in the reader's shell: set -o errexit"),
         ("f() { :; }\n", "left functions set in the reader's shell: f"),
@@ -162,8 +162,38 @@ def test_a_file_left_in_the_checkout_is_named(tmp_path: Path) -> None:
     finally:
         probe.unlink(missing_ok=True)
     assert outcome.problems == [
-        "added to the checkout: doc-test-probe.tmp (work in a temporary folder)"
+        "added to or changed in the checkout: doc-test-probe.tmp (work in a temporary folder)"
     ]
+
+
+def test_a_tracked_file_changed_in_the_checkout_is_named(tmp_path: Path) -> None:
+    tracked = Path(__file__).with_name("__init__.py")
+    text = tracked.read_bytes()
+    try:
+        outcome = run_unit(
+            _unit(f"open({str(tracked)!r}, 'a').write('#')\n", lang="python"), tmp_path
+        )
+    finally:
+        tracked.write_bytes(text)
+    assert outcome.problems == [
+        "added to or changed in the checkout: changed: tests/docs/__init__.py (work in a "
+        "temporary folder)"
+    ]
+
+
+def test_what_a_block_leaves_in_the_temporary_folder_is_named(tmp_path: Path) -> None:
+    outcome = run_unit(_unit("mktemp -d >/dev/null\n"), tmp_path)
+    assert len(outcome.problems) == 1, outcome.problems
+    assert outcome.problems[0].startswith("left in the temporary folder: tmp.")
+
+
+def test_a_process_in_a_session_of_its_own_is_found_by_its_environment(tmp_path: Path) -> None:
+    """nginx, as local_cdn_edge starts it, leaves the block's session: its TMPDIR finds it."""
+    pid_file = tmp_path / "pid"
+    outcome = run_unit(_unit(f"setsid sleep 62 & echo $! > {pid_file}\n"), tmp_path / "run")
+    assert any("sleep 62" in p for p in outcome.problems), outcome.problems
+    pid = int(pid_file.read_text())
+    assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
 
 
 def test_what_a_block_leaves_running_is_stopped(tmp_path: Path) -> None:
