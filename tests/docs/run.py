@@ -5,8 +5,9 @@ So a block passes only if it succeeds and leaves that shell as it found it: no
 process still running, no variable, function, option or trap set (an exported key
 overrides the profile a later command means to use; an EXIT trap at the top level
 fires only when the reader closes the shell), the same working directory, no file
-added to or changed in the checkout, and nothing left in the temporary folder. A recipe that needs all that runs in a subshell,
-``( ... )``, that cleans up after itself (CONTRIBUTING.md).
+added to or changed in the checkout, and nothing left in the temporary folder. A
+recipe that needs all that runs in a subshell, ``( ... )``, that cleans up after
+itself (CONTRIBUTING.md).
 
 Blocks run in a new session, with a temporary folder (``TMPDIR``) of their own, so
 that whatever they start is found once the shell has gone, by its session id or, for
