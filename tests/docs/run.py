@@ -22,9 +22,11 @@ import dataclasses
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,12 +73,18 @@ class Outcome:
 
 def environment(scratch: Path) -> dict[str, str]:
     """A new user's environment: this interpreter's tools on PATH, no cloud keys, no venv,
-    an empty HOME and a temporary folder of the run's own, both in ``scratch``."""
+    an empty HOME in ``scratch`` and an empty temporary folder of the run's own.
+
+    The temporary folder is a new one in the system's, not in ``scratch``: its path stays
+    short, as a reader's ``/tmp`` is, since a server's Unix socket in it (SeaweedFS's, in
+    a folder of ``mktemp -d``) cannot have a path longer than 107 bytes. The caller
+    removes it.
+    """
     env = {k: v for k, v in os.environ.items() if not CLOUD_ENV.match(k)}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    for name, folder in (("HOME", "home"), ("TMPDIR", "tmp")):
-        env[name] = str(scratch / folder)
-        (scratch / folder).mkdir(parents=True, exist_ok=True)
+    env["HOME"] = str(scratch / "home")
+    (scratch / "home").mkdir(parents=True, exist_ok=True)
+    env["TMPDIR"] = tempfile.mkdtemp(prefix="doc-test-")
     return env
 
 
@@ -93,7 +101,11 @@ def run_unit(unit: Unit, scratch: Path) -> Outcome:
         argv = [sys.executable, str(Path(__file__).with_name("python_session.py")), str(script)]
         starts = []
     env = environment(scratch)
-    outcome = _run(argv, env, scratch / "output.log")
+    try:
+        outcome = _run(argv, env, scratch / "output.log")
+        kept = sorted(p.name for p in Path(env["TMPDIR"]).iterdir())
+    finally:
+        shutil.rmtree(env["TMPDIR"], ignore_errors=True)
     if unit.kind == "shell":
         outcome.problems += shell_problems(scratch, starts, outcome)
     elif outcome.returncode != 0:
@@ -103,7 +115,6 @@ def run_unit(unit: Unit, scratch: Path) -> Outcome:
         outcome.problems.append(
             f"added to or changed in the checkout: {', '.join(added)} (work in a temporary folder)"
         )
-    kept = sorted(p.name for p in Path(env["TMPDIR"]).iterdir())
     if kept:
         outcome.problems.append(
             f"left in the temporary folder: {', '.join(kept)} (remove the recipe's scratch "

@@ -187,6 +187,14 @@ def test_what_a_block_leaves_in_the_temporary_folder_is_named(tmp_path: Path) ->
     assert outcome.problems[0].startswith("left in the temporary folder: tmp.")
 
 
+def test_a_blocks_temporary_folder_is_short_however_deep_the_scratch(tmp_path: Path) -> None:
+    """A socket path has at most 107 bytes: SeaweedFS in ``mktemp -d`` needs a short TMPDIR."""
+    outcome = run_unit(
+        _unit('[ "${#TMPDIR}" -le 40 ] && [ -d "$TMPDIR" ]\n'), tmp_path / ("x" * 80)
+    )
+    assert outcome.problems == []
+
+
 def test_a_process_in_a_session_of_its_own_is_found_by_its_environment(tmp_path: Path) -> None:
     """nginx, as local_cdn_edge starts it, leaves the block's session: its TMPDIR finds it."""
     pid_file = tmp_path / "pid"
