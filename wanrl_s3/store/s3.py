@@ -45,6 +45,7 @@ from ..errors import (
 )
 from ..units import MiB
 from .retry import RetryPolicy
+from .sink import StreamBroke, read_socket_into
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
 
 _crc32c: Any
@@ -91,7 +92,7 @@ BUCKET_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,255}$")
 _NOT_FOUND_CODES = frozenset({"NoSuchKey", "404", "NotFound", "NoSuchUpload"})
 # 409 ConditionalRequestConflict: S3 lost a race between two conditional writes.
 _PRECONDITION_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict"})
-_CHUNK_BYTES = MiB  # per read: a dropped connection loses at most this much
+_CHUNK_BYTES = MiB  # per chunk where botocore's stream is copied
 # keys the service does not know, or a signature made with another secret
 _CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
 # a body that does not match the checksum sent with it
@@ -105,36 +106,21 @@ _STREAM_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-class _StreamBroke(Exception):
-    """The body stopped early; ``done`` bytes of it are already in the buffer."""
-
-    def __init__(self, done: int) -> None:
-        super().__init__(done)
-        self.done = done
-
-
 def _stream_into(body: Any, buf: memoryview) -> int:
     """Read a response body straight into ``buf``; returns the bytes read.
 
-    Fast path: ``readinto`` on the HTTP response under botocore's stream, one
-    copy from the socket into the tensor's memory instead of three (chunk
-    bytes, botocore, our buffer); this is what lets a pull keep up with s5cmd.
-    It relies on botocore/urllib3 internals, so it is taken only when they are
-    there; otherwise chunks are copied. Reads go in ``_CHUNK_BYTES`` steps so a
-    dropped connection loses little, and ``_StreamBroke`` reports what arrived.
+    Fast path: the HTTP response under botocore's stream, read from the socket
+    into the tensor's memory (:func:`~.sink.read_socket_into`), one copy instead
+    of three (chunk bytes, botocore, our buffer); this is what lets a pull keep up
+    with s5cmd. It relies on botocore/urllib3 internals, so it is taken only when
+    they are there; otherwise chunks are copied. :class:`~.sink.StreamBroke`
+    reports what arrived when the connection breaks.
     """
-    raw: Any = getattr(body, "_raw_stream", None)
-    fp: Any = getattr(raw, "_fp", None)
+    done = read_socket_into(getattr(body, "_raw_stream", None), buf)
+    if done is not None:
+        return done
     done = 0
     try:
-        if fp is not None and hasattr(fp, "readinto") and hasattr(raw, "release_conn"):
-            while done < len(buf):
-                n = fp.readinto(buf[done : done + _CHUNK_BYTES])
-                if not n:
-                    break
-                done += n
-            raw.release_conn()  # the body is consumed: the connection can be reused
-            return done
         for chunk in body.iter_chunks(_CHUNK_BYTES):
             n = min(len(chunk), len(buf) - done)
             buf[done : done + n] = chunk[:n]
@@ -142,7 +128,7 @@ def _stream_into(body: Any, buf: memoryview) -> int:
         return done
     except _STREAM_ERRORS as exc:
         body.close()
-        raise _StreamBroke(done) from exc
+        raise StreamBroke(done) from exc
 
 
 class _NotModified(StoreError):
@@ -352,7 +338,7 @@ class S3Store(ObjectStore):
         done = 0
         try:
             done = _stream_into(body, buf)
-        except _StreamBroke as broke:  # keep what arrived; the caller resumes after it
+        except StreamBroke as broke:  # keep what arrived; the caller resumes after it
             done = broke.done
             if done == 0:
                 raise TransientStoreError(f"GET {key}: {broke.__cause__}") from broke.__cause__
