@@ -4,20 +4,23 @@
                                           [--server seaweedfs|moto]
 
 Each candidate moves the same bytes in the same pattern as a publish and a pull:
-``--gib`` of random bytes as 64 MiB objects, uploaded in 16 MiB parts and read
-back as 16 MiB ranged reads into one buffer, 8 requests in flight, every byte
-compared. The wanrl-s3 backends go through their ``ObjectStore``
-(``open_writer``, ``read_into``: what Publisher and Subscriber use); the other
-libraries through their own calls, each copying what it returns into the same
-buffer (a caller needs the bytes in its tensor's memory). Servers: SeaweedFS
-(s3://; moto with ``--server moto``), fake-gcs-server (gs://), Azurite (az://),
-each on 127.0.0.1 in its own process.
+``--gib`` of random bytes as 64 MiB objects, uploaded in 16 MiB parts (every
+library set to that layout), 2 objects at a time; then read back as 16 MiB
+ranged reads into one buffer, 8 requests in flight, every byte compared. Every
+candidate reads the same objects, those our backend wrote in that round: a
+server may serve two layouts of the same bytes at different costs. The
+wanrl-s3 backends go through their ``ObjectStore`` (``open_writer``,
+``read_into``: what Publisher and Subscriber use); the other libraries through
+their own calls, each copying what it returns into the buffer (a pull needs the
+bytes in the tensor's memory). Servers: SeaweedFS (s3://; moto with
+``--server moto``), fake-gcs-server (gs://), Azurite (az://), each on 127.0.0.1
+in its own process.
 
-The candidates run in turn, ``--repeat`` times, the order rotated every round so
-that none always runs first, and the table gives each one's median MB/s with
-the lowest and highest round; "ours / best other" divides our MB/s by the
+The candidates take turns, ``--repeat`` rounds, the order rotated every round so
+that none always goes first; the table gives each one's median MB/s with the
+lowest and highest round, and "ours / best other" divides our MB/s by the
 fastest other library's in the same round (median, lowest-highest). On a loaded
-machine the absolute MB/s swing from round to round; the ratios in one round
+machine the absolute MB/s swing from round to round; the ratios within a round
 are what carries over. "create-only" and "CAS": whether the library refused a
 second create and a stale compare-and-swap on that server (tried, not read off
 a page). Libraries that are not installed are skipped (``pip install
@@ -115,9 +118,9 @@ def obstore_candidate(store: Any, name: str) -> Candidate:
     return Candidate(name, put, read, create_only, cas)
 
 
-def fsspec_candidate(fs: Any, root: str, name: str) -> Candidate:
+def fsspec_candidate(fs: Any, root: str, name: str, **put_options: Any) -> Candidate:
     def put(key: str, data: bytes) -> None:
-        fs.pipe_file(f"{root}/{key}", data)
+        fs.pipe_file(f"{root}/{key}", data, **put_options)
 
     def read(key: str, offset: int, buf: memoryview) -> None:
         buf[:] = fs.cat_file(f"{root}/{key}", start=offset, end=offset + len(buf))
@@ -134,12 +137,16 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "", name)
 
 
-def one_round(c: Candidate, keys: list[str], data: bytes, pool: ThreadPoolExecutor) -> None:
-    """Upload every key, read every key back as 16 MiB ranges, check the bytes; MB/s kept."""
-    with ThreadPoolExecutor(max(1, IN_FLIGHT // 4)) as objects:  # objects x parts in flight
+def upload(c: Candidate, keys: list[str], data: bytes) -> None:
+    """Upload every key, 2 objects at a time (x 4 parts each: 8 requests in flight)."""
+    with ThreadPoolExecutor(max(1, IN_FLIGHT // 4)) as objects:
         t0 = time.perf_counter()
         list(objects.map(lambda k: c.put(k, data), keys))
-        up_s = time.perf_counter() - t0
+        c.up_mbps.append(len(keys) * OBJECT_BYTES / 1e6 / (time.perf_counter() - t0))
+
+
+def download(c: Candidate, keys: list[str], data: bytes, pool: ThreadPoolExecutor) -> None:
+    """Read every key back as 16 MiB ranges into one buffer, 8 in flight; check the bytes."""
     buf = memoryview(bytearray(OBJECT_BYTES * len(keys)))
     reads = [
         (key, offset, buf[i * OBJECT_BYTES + offset :][:PART_BYTES])
@@ -148,26 +155,40 @@ def one_round(c: Candidate, keys: list[str], data: bytes, pool: ThreadPoolExecut
     ]
     t0 = time.perf_counter()
     list(pool.map(lambda r: c.read(*r), reads))
-    down_s = time.perf_counter() - t0
+    c.down_mbps.append(len(keys) * OBJECT_BYTES / 1e6 / (time.perf_counter() - t0))
     for i, key in enumerate(keys):
         if buf[i * OBJECT_BYTES : (i + 1) * OBJECT_BYTES] != data:
             raise SystemExit(f"{c.name}: {key} came back damaged")
-    mb = len(keys) * OBJECT_BYTES / 1e6
-    c.up_mbps.append(mb / up_s)
-    c.down_mbps.append(mb / down_s)
 
 
 def compare(candidates: list[Candidate], total_bytes: int, repeat: int) -> None:
+    """Rounds of: every candidate uploads its own objects; every one reads ours back.
+
+    The reads go to the same objects (the layout a publish makes: 16 MiB parts or
+    blocks), since a server may serve two layouts of the same bytes at different
+    costs (Azurite does: see docs/benchmarks.md).
+    """
     data = os.urandom(OBJECT_BYTES)
-    cleanup = next(c.cleanup for c in candidates if c.cleanup is not None)
+    mine = next(c for c in candidates if c.cleanup is not None)
+    store = mine.cleanup
+    assert store is not None
+
+    def keys(c: Candidate, rnd: int) -> list[str]:
+        return [f"bench/{slug(c.name)}/r{rnd}/{i:04d}" for i in range(total_bytes // OBJECT_BYTES)]
+
     with ThreadPoolExecutor(IN_FLIGHT) as pool:
         for rnd in range(repeat):
             shift = rnd % len(candidates)
-            for c in candidates[shift:] + candidates[:shift]:
-                keys = [f"bench/{slug(c.name)}/r{rnd}/{i:04d}"
-                        for i in range(total_bytes // OBJECT_BYTES)]  # fmt: skip
-                one_round(c, keys, data, pool)
-                cleanup.delete(keys)  # the emulators hold everything in memory
+            order = candidates[shift:] + candidates[:shift]  # none always goes first
+            for c in order:
+                upload(c, keys(c, rnd), data)
+                if c is not mine:
+                    if any(getattr(store.head(k), "size", 0) != OBJECT_BYTES for k in keys(c, rnd)):
+                        raise SystemExit(f"{c.name}: an upload is missing or short")
+                    store.delete(keys(c, rnd))  # the emulators hold everything in memory
+            for c in order:
+                download(c, keys(mine, rnd), data, pool)
+            store.delete(keys(mine, rnd))
 
 
 def spread(values: list[float]) -> str:
@@ -244,7 +265,10 @@ def az_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candid
             import adlfs
 
             fs = adlfs.AzureBlobFileSystem(connection_string=conn, skip_instance_cache=True)
-            found.append(fsspec_candidate(fs, container, "az adlfs"))
+            # the same layout as the others (16 MiB blocks, 4 in flight), not one 64 MiB PUT
+            fs.service_client._config.max_single_put_size = PART_BYTES
+            fs.service_client._config.max_block_size = PART_BYTES
+            found.append(fsspec_candidate(fs, container, "az adlfs", max_concurrency=4))
         except ImportError:
             print("adlfs not installed: skipped")
         yield found
