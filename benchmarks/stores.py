@@ -30,6 +30,7 @@ a page). Libraries that are not installed are skipped (``pip install
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import re
 import statistics
@@ -38,7 +39,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote, urlsplit
+
+import boto3
+from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
 from wanrl_s3.store import ObjectStore, compare_and_swap, open_store
 from wanrl_s3.testing import (
@@ -61,10 +67,11 @@ IN_FLIGHT = 8
 @dataclass
 class Candidate:
     name: str
-    put: Callable[[str, bytes], None]  # one whole object, uploaded in parts
+    put: Callable[[str, bytes], None] | None  # one whole object, uploaded in parts
     read: Callable[[str, int, memoryview], None]  # one ranged read into the buffer
-    create_only: Callable[[str], bool]  # True if a second create was refused
-    cas: Callable[[str], bool | None]  # True if a stale CAS was refused; None: no API
+    create_only: Callable[[str], bool] | None  # True if a second create was refused
+    cas: Callable[[str], bool | None] | None  # True if a stale CAS was refused; None: no API
+    floor: bool = False  # not a library: the fastest a Python thread can read (see raw_http)
     cleanup: ObjectStore | None = None  # ours: the store that deletes every round's objects
     up_mbps: list[float] = field(default_factory=list)
     down_mbps: list[float] = field(default_factory=list)
@@ -132,6 +139,35 @@ def fsspec_candidate(fs: Any, root: str, name: str, **put_options: Any) -> Candi
     return Candidate(name, put, read, create_only, lambda key: None)
 
 
+def raw_http(url_of: Callable[[str], str], range_header: str) -> Candidate:
+    """Ranged GETs with http.client alone, one connection per request, into the buffer.
+
+    No library: what the fastest reader written in Python with a thread per
+    request can do against this server, in this process, on this machine. The
+    URL carries its own credentials (a presigned URL, a SAS, none on the GCS
+    emulator).
+    """
+
+    def read(key: str, offset: int, buf: memoryview) -> None:
+        url = urlsplit(url_of(key))
+        conn = http.client.HTTPConnection(url.hostname or "", url.port)
+        try:
+            end = offset + len(buf) - 1
+            conn.request(
+                "GET", f"{url.path}?{url.query}", headers={range_header: f"bytes={offset}-{end}"}
+            )
+            resp = conn.getresponse()
+            if resp.status != 206:
+                raise SystemExit(f"raw GET {key}: {resp.status} {resp.read()[:200]!r}")
+            done = 0
+            while done < len(buf) and (n := resp.readinto(buf[done:])):
+                done += n
+        finally:
+            conn.close()
+
+    return Candidate("python http.client (floor)", None, read, None, None, floor=True)
+
+
 def slug(name: str) -> str:
     # letters and digits only: obstore's GCS client percent-encodes '-' and '.'
     return re.sub(r"[^A-Za-z0-9]+", "", name)
@@ -139,9 +175,12 @@ def slug(name: str) -> str:
 
 def upload(c: Candidate, keys: list[str], data: bytes) -> None:
     """Upload every key, 2 objects at a time (x 4 parts each: 8 requests in flight)."""
+    if c.put is None:
+        return
+    put = c.put
     with ThreadPoolExecutor(max(1, IN_FLIGHT // 4)) as objects:
         t0 = time.perf_counter()
-        list(objects.map(lambda k: c.put(k, data), keys))
+        list(objects.map(lambda k: put(k, data), keys))
         c.up_mbps.append(len(keys) * OBJECT_BYTES / 1e6 / (time.perf_counter() - t0))
 
 
@@ -157,7 +196,7 @@ def download(c: Candidate, keys: list[str], data: bytes, pool: ThreadPoolExecuto
     list(pool.map(lambda r: c.read(*r), reads))
     c.down_mbps.append(len(keys) * OBJECT_BYTES / 1e6 / (time.perf_counter() - t0))
     for i, key in enumerate(keys):
-        if buf[i * OBJECT_BYTES : (i + 1) * OBJECT_BYTES] != data:
+        if bytes(buf[i * OBJECT_BYTES : (i + 1) * OBJECT_BYTES]) != data:
             raise SystemExit(f"{c.name}: {key} came back damaged")
 
 
@@ -182,7 +221,7 @@ def compare(candidates: list[Candidate], total_bytes: int, repeat: int) -> None:
             order = candidates[shift:] + candidates[:shift]  # none always goes first
             for c in order:
                 upload(c, keys(c, rnd), data)
-                if c is not mine:
+                if c is not mine and c.put is not None:
                     if any(getattr(store.head(k), "size", 0) != OBJECT_BYTES for k in keys(c, rnd)):
                         raise SystemExit(f"{c.name}: an upload is missing or short")
                     store.delete(keys(c, rnd))  # the emulators hold everything in memory
@@ -192,26 +231,35 @@ def compare(candidates: list[Candidate], total_bytes: int, repeat: int) -> None:
 
 
 def spread(values: list[float]) -> str:
+    if not values:
+        return "-"
     return f"{statistics.median(values):.0f} ({min(values):.0f}-{max(values):.0f})"
 
 
-def ratio_spread(ours: list[float], others: list[list[float]]) -> str:
-    per_round = [mine / max(o[i] for o in others) for i, mine in enumerate(ours)]
+def ratio_spread(mine: list[float], others: list[list[float]]) -> str:
+    others = [o for o in others if o]
+    if not mine or not others:
+        return "-"
+    per_round = [m / max(o[i] for o in others) for i, m in enumerate(mine)]
     return f"{statistics.median(per_round):.2f} ({min(per_round):.2f}-{max(per_round):.2f})"
 
 
 def report(candidates: list[Candidate]) -> None:
     for c in candidates:
-        cas = c.cas(f"bench/{slug(c.name)}/LATEST")
-        print(f"| {c.name} | {spread(c.up_mbps)} | {spread(c.down_mbps)} | "
-              f"{c.create_only(f'bench/{slug(c.name)}/mjson')} | "
+        cas = c.cas(f"bench/{slug(c.name)}/LATEST") if c.cas else "-"
+        create_only = c.create_only(f"bench/{slug(c.name)}/mjson") if c.create_only else "-"
+        print(f"| {c.name} | {spread(c.up_mbps)} | {spread(c.down_mbps)} | {create_only} | "
               f"{'no API' if cas is None else cas} |", flush=True)  # fmt: skip
-    mine = [c for c in candidates if c.cleanup is not None]
-    others = [c for c in candidates if c.cleanup is None]
-    if mine and others:
-        up = ratio_spread(mine[0].up_mbps, [o.up_mbps for o in others])
-        down = ratio_spread(mine[0].down_mbps, [o.down_mbps for o in others])
-        print(f"| ours / best other, per round | {up} | {down} | | |")
+    mine = next(c for c in candidates if c.cleanup is not None)
+    groups = {
+        "best other library": [c for c in candidates if c.cleanup is None and not c.floor],
+        "python http.client": [c for c in candidates if c.floor],
+    }
+    for label, others in groups.items():
+        if others:
+            up = ratio_spread(mine.up_mbps, [o.up_mbps for o in others])
+            down = ratio_spread(mine.down_mbps, [o.down_mbps for o in others])
+            print(f"| ours / {label}, per round | {up} | {down} | | |")
 
 
 @contextmanager
@@ -220,6 +268,10 @@ def s3_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candid
         bucket = make_bucket(endpoint)
         store = open_store(f"s3://{bucket}", endpoint_url=endpoint)
         found = [ours(store, pool, "s3 boto3 (ours)")]
+        s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+        found.append(raw_http(lambda key: s3.generate_presigned_url(
+            "get_object", Params={"Bucket": bucket, "Key": key}, ExpiresIn=3600),
+            "Range"))  # fmt: skip
         try:
             from obstore.store import S3Store
 
@@ -240,6 +292,8 @@ def gs_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candid
         bucket = make_gcs_bucket(endpoint)
         store = open_store(f"gs://{bucket}", endpoint_url=endpoint)
         found = [ours(store, pool, "gs google-cloud-storage (ours)")]
+        found.append(raw_http(lambda key: f"{endpoint}/download/storage/v1/b/{bucket}/o/"
+                              f"{quote(key, safe='')}?alt=media", "Range"))  # fmt: skip
         # gcsfs (2026.10) is not run: before each call it asks the bucket's type over
         # gRPC with TLS, which the emulator does not speak (60 s timeout per call).
         yield found
@@ -252,6 +306,10 @@ def az_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candid
         container = make_azure_container(conn)
         found = [ours(open_store(f"az://{container}"), pool, "az azure-storage-blob (ours)")]
         account, key, endpoint = azurite_connection_string_parts(conn)
+        sas = generate_container_sas(account, container, account_key=key,
+                                     permission=ContainerSasPermissions(read=True),
+                                     expiry=datetime.now(UTC) + timedelta(hours=6))  # fmt: skip
+        found.append(raw_http(lambda name: f"{endpoint}/{container}/{name}?{sas}", "x-ms-range"))
         try:
             from obstore.store import AzureStore
 

@@ -37,7 +37,7 @@ from ..errors import (
     UsageError,
 )
 from .retry import RetryPolicy
-from .sink import StreamBroke, read_socket_into
+from .sink import check_served_range
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
@@ -215,17 +215,7 @@ class AzureBlobStore(MarkedUploads):
         response = self._call(f"GET {key}", lambda: self._ranged_get(request, offset, len(buf)))
         if response is None:
             return 0  # past the end: the caller asks how long the object really is
-        raw = getattr(response.internal_response, "raw", None)
-        try:
-            done = read_socket_into(raw, buf)
-        except StreamBroke as broke:
-            if broke.done == 0:
-                raise TransientStoreError(f"{self.url}: GET {key}: {broke.__cause__}") from broke
-            return broke.done  # the caller resumes after the last byte
-        if done is None:
-            response.close()
-            raise StoreError(f"{self.url}: az:// reads need azure-core's requests transport")
-        return done
+        return self._body_into(f"GET {key}", getattr(response.internal_response, "raw", None), buf)
 
     def _ranged_get(self, request: HttpRequest, offset: int, length: int) -> Any | None:
         """Send a ranged GET; the response whose body is those bytes, None past the end."""
@@ -235,11 +225,11 @@ class AzureBlobStore(MarkedUploads):
             return None
         if response.status_code != 206:
             raise _status_error(response)
-        first, _, last = response.headers.get("content-range", "").partition(" ")[2].partition("-")
-        served = f"{first}-{last.partition('/')[0]}"
-        if first != str(offset) or int(response.headers.get("content-length", -1)) > length:
+        try:
+            check_served_range(response.headers, offset, length, self.url)
+        except StoreError:
             response.close()
-            raise StoreError(f"{self.url}: asked for {length} bytes from {offset}, got {served}")
+            raise
         return response
 
     def _put(

@@ -1,18 +1,15 @@
 """Response bodies landing in the caller's buffer: one copy, and a count of what arrived.
 
-Two ways, for the SDKs' two shapes:
-
-- :func:`read_socket_into`: where the SDK hands back its urllib3 response (boto3's
-  streaming body, azure-core's requests transport), the body is read from the
-  socket straight into the buffer (``readinto``): one copy from the kernel into the
-  tensor's memory, and no per-chunk Python objects. The SDKs' own readers cost 3 to
-  5 copies and a chunk object per MiB; on a loaded machine that CPU is what limits
-  a pull (profiles in docs/benchmarks.md, "Object-store libraries").
-- :class:`BufferSink`: a file-like for SDKs that download into a stream
-  (google-cloud-storage); it copies each chunk into the buffer.
-
-Both count the bytes that arrived, so a stream that breaks after some bytes still
-reports them and the read resumes after the last byte instead of starting over.
+Every backend sends its ranged GETs through its SDK's own HTTP stack (boto3's
+client, azure-core's pipeline, google-auth's session: credentials, connection
+pool, timeouts), and every one of those stacks is requests/urllib3 over
+http.client. :func:`read_socket_into` reads the body from the socket straight
+into the buffer (``readinto``): one copy from the kernel into the tensor's
+memory, no chunk objects. The SDKs' own downloaders cost three to five copies
+and an object per chunk; on a loaded machine that CPU is what held a pull back
+(profiles in docs/benchmarks.md, "Object-store libraries"). The count of bytes
+that arrived survives a broken stream, so the read resumes after the last byte
+instead of starting over.
 """
 
 from __future__ import annotations
@@ -72,32 +69,19 @@ def read_socket_into(raw: Any, buf: memoryview) -> int | None:
     return done
 
 
+def check_served_range(headers: Any, offset: int, length: int, where: str) -> None:
+    """Refuse a 206 answer that is not the range asked for (a proxy or a server bug).
+
+    Its body would land at the wrong place in the tensor; the read must not
+    trust it, whatever the verification after it would find.
+    """
+    served = str(headers.get("content-range", "")).partition(" ")[2].partition("/")[0]
+    first = served.partition("-")[0]
+    if first != str(offset) or int(headers.get("content-length", -1)) > length:
+        raise StoreError(f"{where}: asked for {length} bytes from {offset}, got bytes {served}")
+
+
 def _drop(raw: Any) -> None:
     """Close the connection and give its slot back (the pool opens a new one next time)."""
     raw.close()
     raw.release_conn()
-
-
-class BufferSink:
-    """A file-like that writes into a fixed buffer, for SDKs that download into a stream."""
-
-    def __init__(self, buf: memoryview) -> None:
-        self.buf = buf
-        self.done = 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        n = len(data)
-        if self.done + n > len(self.buf):
-            raise StoreError(f"the server sent more than the {len(self.buf)} bytes asked for")
-        self.buf[self.done : self.done + n] = data
-        self.done += n
-        return n
-
-    def writable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.done
-
-    def flush(self) -> None:
-        return None
