@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -100,6 +101,22 @@ def timed_s(fn: Callable[[], None]) -> float:
     return time.perf_counter() - t
 
 
+def cpu_s() -> float:
+    """CPU seconds (user + sys) of this process and its finished children (s5cmd)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def timed(fn: Callable[[], None]) -> tuple[float, float]:
+    """(wall seconds, client CPU seconds) of ``fn``; the server runs on, so is not counted."""
+    cpu = cpu_s()
+    wall = timed_s(fn)
+    return wall, cpu_s() - cpu
+
+
 def spread(values: list[float], digits: int = 2) -> str:
     low, mid, high = min(values), statistics.median(values), max(values)
     return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
@@ -117,6 +134,7 @@ def main() -> None:
     names = ["wanrl-s3", "s5cmd, one file", f"s5cmd, {OBJECT_BYTES // MiB} MiB objects"]
     up_s: dict[str, list[float]] = {n: [] for n in names}
     down_s: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[tuple[float, float]]] = {n: [] for n in names}  # (up, down)
     load = [os.getloadavg()[0]]
     try:
         src = work / "snapshot.safetensors"
@@ -135,23 +153,25 @@ def main() -> None:
                     stdout=subprocess.DEVNULL,
                 )
 
-            def ours(version: int) -> tuple[float, float]:
-                up = timed_s(lambda: Publisher(store, cfg).publish(tensors, version))
+            Timing = tuple[tuple[float, float], tuple[float, float]]  # (wall, CPU) up, down
+
+            def ours(version: int) -> Timing:
+                up = timed(lambda: Publisher(store, cfg).publish(tensors, version))
                 with Subscriber(store, concurrency=args.concurrency) as sub:
-                    down = timed_s(lambda: pull_to_file(sub, work / "ours.safetensors", version))
+                    down = timed(lambda: pull_to_file(sub, work / "ours.safetensors", version))
                 (work / "ours.safetensors").unlink()
                 store.delete([o.key for o in store.list()])  # the server's disk: one at a time
                 return up, down
 
-            def s5_both(local: str, remote: str, back: Path) -> tuple[float, float]:
+            def s5_both(local: str, remote: str, back: Path) -> Timing:
                 """Up, back (a prefix's objects when ``remote`` ends with /*), removed."""
-                up = timed_s(lambda: s5("cp", local, remote.removesuffix("*")))
-                down = timed_s(lambda: s5("cp", remote, str(back)))
+                up = timed(lambda: s5("cp", local, remote.removesuffix("*")))
+                down = timed(lambda: s5("cp", remote, str(back)))
                 shutil.rmtree(back) if back.is_dir() else back.unlink()
                 s5("rm", remote)
                 return up, down
 
-            runs: dict[str, Callable[[int], tuple[float, float]]] = {
+            runs: dict[str, Callable[[int], Timing]] = {
                 names[0]: lambda i: ours(i + 1),
                 names[1]: lambda i: s5_both(
                     str(src), f"s3://{bucket}/one/{i}/s.bin", work / "one.bin"
@@ -162,9 +182,10 @@ def main() -> None:
             }
             for i in range(args.repeat):
                 for name in names[i % 3 :] + names[: i % 3]:  # none always goes first
-                    up, down = runs[name](i)
+                    (up, up_cpu), (down, down_cpu) = runs[name](i)
                     up_s[name].append(up)
                     down_s[name].append(down)
+                    cpu[name].append((up_cpu, down_cpu))
             load.append(os.getloadavg()[0])
         crc_name, crc_s = checksum_s(src, args.repeat)
     finally:
@@ -175,18 +196,21 @@ def main() -> None:
         f"{args.repeat} rounds; load average {load[0]:.1f} -> {load[-1]:.1f} "
         f"on {os.cpu_count()} cores"
     )
-    print("| | publish MB/s, median (min-max) | pull MB/s |")
-    print("| --- | ---: | ---: |")
+    gb = nbytes / 1e9
+    print("| | publish MB/s, median (min-max) | pull MB/s | client CPU s/GB, publish | pull |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for name in names:
         up = [mb / t for t in up_s[name]]
         down = [mb / t for t in down_s[name]]
-        print(f"| {name} | {spread(up, 0)} | {spread(down, 0)} |")
+        up_cpu = statistics.median(c[0] for c in cpu[name]) / gb
+        down_cpu = statistics.median(c[1] for c in cpu[name]) / gb
+        print(f"| {name} | {spread(up, 0)} | {spread(down, 0)} | {up_cpu:.2f} | {down_cpu:.2f} |")
     best_up = [min(up_s[n][i] for n in names[1:]) for i in range(args.repeat)]
     best_down = [min(down_s[n][i] for n in names[1:]) for i in range(args.repeat)]
     print(
         "| wanrl-s3 / faster s5cmd, per round | "
         f"{spread([b / t for b, t in zip(best_up, up_s[names[0]], strict=True)])} | "
-        f"{spread([b / t for b, t in zip(best_down, down_s[names[0]], strict=True)])} |"
+        f"{spread([b / t for b, t in zip(best_down, down_s[names[0]], strict=True)])} | | |"
     )
     ours_up_s = statistics.median(up_s[names[0]])
     print(
