@@ -1,7 +1,8 @@
-"""ObjectWriter: parts of exactly ``part_bytes`` whatever the writes' sizes, the last one shorter."""
+"""ObjectWriter: parts of exactly ``part_bytes`` whatever the sizes of the writes."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -40,7 +41,7 @@ def test_parts_are_whole_whatever_the_writes(cuts: list[int]) -> None:
     store = PartRecorder()
     bounds = [0, *cuts, len(payload)]
     with ThreadPoolExecutor(4) as pool, store.open_writer("o.bin", pool, part_bytes=PART) as w:
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
+        for lo, hi in itertools.pairwise(bounds):
             piece = bytearray(payload[lo:hi])
             w.write(memoryview(piece))
             piece[:] = bytes(len(piece))  # the caller reuses its buffer: sent bytes must not move

@@ -37,7 +37,7 @@ from ..errors import (
     UsageError,
 )
 from .retry import RetryPolicy
-from .sink import check_served_range
+from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
@@ -212,25 +212,19 @@ class AzureBlobStore(MarkedUploads):
             self._blob(key).url,
             headers={"x-ms-range": f"bytes={offset}-{end}", "x-ms-version": self._api_version},
         )
-        response = self._call(f"GET {key}", lambda: self._ranged_get(request, offset, len(buf)))
+        response = self._call(
+            f"GET {key}",
+            lambda: ranged_response(
+                self._pipeline.run(request, stream=True).http_response,
+                offset,
+                len(buf),
+                self.url,
+                _status_error,
+            ),
+        )
         if response is None:
             return 0  # past the end: the caller asks how long the object really is
         return self._body_into(f"GET {key}", getattr(response.internal_response, "raw", None), buf)
-
-    def _ranged_get(self, request: HttpRequest, offset: int, length: int) -> Any | None:
-        """Send a ranged GET; the response whose body is those bytes, None past the end."""
-        response = self._pipeline.run(request, stream=True).http_response
-        if response.status_code == 416:
-            response.close()
-            return None
-        if response.status_code != 206:
-            raise _status_error(response)
-        try:
-            check_served_range(response.headers, offset, length, self.url)
-        except StoreError:
-            response.close()
-            raise
-        return response
 
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None

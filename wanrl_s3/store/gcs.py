@@ -40,7 +40,7 @@ from ..errors import (
     UsageError,
 )
 from .retry import RetryPolicy
-from .sink import check_served_range
+from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
@@ -188,28 +188,19 @@ class GcsStore(MarkedUploads):
         url = f"{self._client.api_endpoint}/download/storage/v1{self._blob(key).path}?alt=media"
         end = offset + len(buf) - 1
         headers = {"Range": f"bytes={offset}-{end}", "Accept-Encoding": "identity"}
-        length = len(buf)
-        response = self._call(f"GET {key}", lambda: self._ranged_get(url, headers, offset, length))
+        response = self._call(
+            f"GET {key}",
+            lambda: ranged_response(
+                self._client._http.get(url, headers=headers, stream=True, timeout=self._timeout),
+                offset,
+                len(buf),
+                self.url,
+                gx.from_http_response,  # reads the (small) error body
+            ),
+        )
         if response is None:
             return 0  # past the end: the caller asks how long the object really is
         return self._body_into(f"GET {key}", response.raw, buf)
-
-    def _ranged_get(
-        self, url: str, headers: dict[str, str], offset: int, length: int
-    ) -> requests.Response | None:
-        """Send a ranged GET; the response whose body is those bytes, None past the end."""
-        response = self._client._http.get(url, headers=headers, stream=True, timeout=self._timeout)
-        if response.status_code == 416:
-            response.close()
-            return None
-        if response.status_code != 206:
-            raise gx.from_http_response(response)  # reads the (small) error body
-        try:
-            check_served_range(response.headers, offset, length, self.url)
-        except StoreError:
-            response.close()
-            raise
-        return response
 
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None

@@ -15,6 +15,7 @@ instead of starting over.
 from __future__ import annotations
 
 import http.client
+from collections.abc import Callable
 from typing import Any
 
 import urllib3.exceptions
@@ -69,16 +70,28 @@ def read_socket_into(raw: Any, buf: memoryview) -> int | None:
     return done
 
 
-def check_served_range(headers: Any, offset: int, length: int, where: str) -> None:
-    """Refuse a 206 answer that is not the range asked for (a proxy or a server bug).
+def ranged_response(
+    response: Any, offset: int, length: int, where: str, error_of: Callable[[Any], Exception]
+) -> Any | None:
+    """A ranged GET's response (requests' or azure-core's) if it holds the bytes asked for.
 
-    Its body would land at the wrong place in the tensor; the read must not
-    trust it, whatever the verification after it would find.
+    None past the object's end (416). Any status but 206 is raised as the SDK's
+    own exception, ``error_of(response)``. A 206 whose range is not the one asked
+    for (a proxy or a server bug) is refused: its body would land at the wrong
+    place in the tensor.
     """
-    served = str(headers.get("content-range", "")).partition(" ")[2].partition("/")[0]
-    first = served.partition("-")[0]
-    if first != str(offset) or int(headers.get("content-length", -1)) > length:
+    if response.status_code == 416:
+        response.close()
+        return None
+    if response.status_code != 206:
+        raise error_of(response)
+    served = str(response.headers.get("content-range", "")).partition(" ")[2].partition("/")[0]
+    if served.partition("-")[0] != str(offset) or (
+        int(response.headers.get("content-length", -1)) > length
+    ):
+        response.close()
         raise StoreError(f"{where}: asked for {length} bytes from {offset}, got bytes {served}")
+    return response
 
 
 def _drop(raw: Any) -> None:
