@@ -110,11 +110,25 @@ def cpu_s() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def timed(fn: Callable[[], None]) -> tuple[float, float]:
-    """(wall seconds, client CPU seconds) of ``fn``; the server runs on, so is not counted."""
-    cpu = cpu_s()
+def server_cpu_s() -> float:
+    """CPU seconds of this process's running children: the S3 server (weed or moto)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == os.getpid():  # the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return total
+
+
+def timed(fn: Callable[[], None]) -> tuple[float, float, float]:
+    """(wall seconds, client CPU seconds, server CPU seconds) of ``fn``."""
+    cpu, server = cpu_s(), server_cpu_s()
     wall = timed_s(fn)
-    return wall, cpu_s() - cpu
+    return wall, cpu_s() - cpu, server_cpu_s() - server
 
 
 def spread(values: list[float], digits: int = 2) -> str:
@@ -134,7 +148,7 @@ def main() -> None:
     names = ["wanrl-s3", "s5cmd, one file", f"s5cmd, {OBJECT_BYTES // MiB} MiB objects"]
     up_s: dict[str, list[float]] = {n: [] for n in names}
     down_s: dict[str, list[float]] = {n: [] for n in names}
-    cpu: dict[str, list[tuple[float, float]]] = {n: [] for n in names}  # (up, down)
+    cpu: dict[str, list[tuple[float, ...]]] = {n: [] for n in names}  # client up, down, server
     load = [os.getloadavg()[0]]
     try:
         src = work / "snapshot.safetensors"
@@ -153,7 +167,7 @@ def main() -> None:
                     stdout=subprocess.DEVNULL,
                 )
 
-            Timing = tuple[tuple[float, float], tuple[float, float]]  # (wall, CPU) up, down
+            Timing = tuple[tuple[float, float, float], ...]  # (wall, CPU, server CPU): up, down
 
             def ours(version: int) -> Timing:
                 up = timed(lambda: Publisher(store, cfg).publish(tensors, version))
@@ -182,10 +196,10 @@ def main() -> None:
             }
             for i in range(args.repeat):
                 for name in names[i % 3 :] + names[: i % 3]:  # none always goes first
-                    (up, up_cpu), (down, down_cpu) = runs[name](i)
+                    (up, up_cpu, up_srv), (down, down_cpu, down_srv) = runs[name](i)
                     up_s[name].append(up)
                     down_s[name].append(down)
-                    cpu[name].append((up_cpu, down_cpu))
+                    cpu[name].append((up_cpu, down_cpu, up_srv, down_srv))
             load.append(os.getloadavg()[0])
         crc_name, crc_s = checksum_s(src, args.repeat)
     finally:
@@ -197,14 +211,15 @@ def main() -> None:
         f"on {os.cpu_count()} cores"
     )
     gb = nbytes / 1e9
-    print("| | publish MB/s, median (min-max) | pull MB/s | client CPU s/GB, publish | pull |")
+    print("| | publish MB/s, median (min-max) | pull MB/s | CPU s/GB, publish: client, server "
+          "| pull: client, server |")  # fmt: skip
     print("| --- | ---: | ---: | ---: | ---: |")
     for name in names:
         up = [mb / t for t in up_s[name]]
         down = [mb / t for t in down_s[name]]
-        up_cpu = statistics.median(c[0] for c in cpu[name]) / gb
-        down_cpu = statistics.median(c[1] for c in cpu[name]) / gb
-        print(f"| {name} | {spread(up, 0)} | {spread(down, 0)} | {up_cpu:.2f} | {down_cpu:.2f} |")
+        c = [statistics.median(row[k] for row in cpu[name]) / gb for k in range(4)]
+        print(f"| {name} | {spread(up, 0)} | {spread(down, 0)} | {c[0]:.2f}, {c[2]:.2f} "
+              f"| {c[1]:.2f}, {c[3]:.2f} |")  # fmt: skip
     best_up = [min(up_s[n][i] for n in names[1:]) for i in range(args.repeat)]
     best_down = [min(down_s[n][i] for n in names[1:]) for i in range(args.repeat)]
     print(
