@@ -44,7 +44,6 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 import boto3
-from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 
 from wanrl_s3.store import ObjectStore, compare_and_swap, open_store
 from wanrl_s3.testing import (
@@ -301,6 +300,8 @@ def gs_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candid
 
 @contextmanager
 def az_candidates(pool: ThreadPoolExecutor, server: str) -> Iterator[list[Candidate]]:
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
     with local_azure() as conn:
         os.environ["AZURE_STORAGE_CONNECTION_STRING"] = conn
         container = make_azure_container(conn)
