@@ -26,7 +26,31 @@ After each case it checks and counts, per kind (each must stay 0):
 - ``stuck_workers``: a worker that does not install the newest version within a
   bound once faults stop;
 - ``tracebacks``: a traceback, "internal error", an exit code outside 0..7, or
-  more than one line on stderr from the CLI.
+  more than one line on stderr from the CLI;
+- ``freezes_unseen``: a verifying worker that holds the version an expired signed
+  LATEST names and does not show the freeze in its status (or keeps showing it
+  once the next version installed);
+- ``collections_blocked``: ``gc`` that fails or collects nothing, or ``inspect`` that
+  lists nothing, because of one manifest they cannot read;
+- ``bad_input_accepted``: a local file whose safetensors header breaks the format,
+  a store URL with a query or fragment, or an out-of-range ``--version``, that
+  ``publish`` took (or that changed the store);
+- ``wrong_exits``: a defined failure with another exit code than its class's
+  (``wanrl_s3/errors.py``): bad input not 2, a truncated object not 3 on every
+  backend, a worker that cannot stage not 2, a racing publisher given no base 2.
+- ``relayed_unverified``: a replica that, after ``relay --once`` over a tampered
+  primary (a payload flipped, replaced or truncated, a manifest edited, another
+  run's version planted), serves a LATEST that a clean pull refuses, or a
+  version the relay should have refused; a relay that exits 0 over damage it
+  could see;
+- ``replicas_unhealed``: a replica that does not serve the primary's newest
+  version, manifest and LATEST byte for byte, one relay pass after the primary
+  was repaired;
+- ``untrusted_bases``: a signing publisher that built a delta on a newest version
+  signed by a key its readers do not trust (a bucket writer's, a revoked one);
+- ``planted_installs``: another run's genuine version (same key), planted with its
+  LATEST in this run's prefix, installed by a verifying worker or returned by
+  ``pull latest --verify-key --run``.
 
 Retries are the repeated requests the proxy saw (same method, target, range and
 conditions): the store's retry layer re-sends a request after each transient failure.
@@ -40,6 +64,7 @@ import dataclasses
 import functools
 import hashlib
 import io
+import itertools
 import json
 import logging
 import multiprocessing
@@ -60,14 +85,31 @@ import blake3
 import boto3
 import numpy as np
 
-from wanrl_s3 import SafetensorsFile, write_file
-from wanrl_s3.testing import Fault, FaultProxy, Rule, local_moto, make_bucket, worker_command
+from wanrl_s3 import PublishConfig, Publisher, SafetensorsFile, Signer, open_store, write_file
+from wanrl_s3.testing import (
+    Fault,
+    FaultProxy,
+    Rule,
+    local_azure,
+    local_gcs,
+    local_moto,
+    make_azure_container,
+    make_bucket,
+    make_gcs_bucket,
+    worker_command,
+)
 
-COUNTERS = ("partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks")
+COUNTERS = (
+    "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
+    "freezes_unseen", "collections_blocked", "bad_input_accepted", "wrong_exits",
+    "relayed_unverified", "replicas_unhealed", "untrusted_bases", "planted_installs",
+)  # fmt: skip
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
 MODEL_FILE = "model.safetensors"  # what `wanrl-s3 worker` keeps in --out-dir
 STUCK_BOUND_S = 30.0
+EXPIRY_S = 3.0  # a signed LATEST's lifetime in the expiry_held case
 WORKER_EDITS = ("latest_far_ahead", "deep_json", "latest_edited", "latest_rollback")
+LOGGERS = ("worker", "relay")  # commands that log as they go: "<time> wanrl-s3 worker: ..."
 
 
 @functools.cache
@@ -93,13 +135,21 @@ class Plan:
     full_disks: int = 20
     fuzz_examples: int = 300
     fuzz_worker_examples: int = 20
+    hostile_rounds: int = 5  # each worker-side hostile case, this many times
+    estimate_fuzz: int = 300  # mutated fleet files
+    clouds: bool = True  # truncated objects on gs:// and az:// too (their emulators)
+    relay_tamperings: int = 4  # per kind and signing mode
+    untrusted_bases: int = 4  # per kind of untrusted key
+    cross_run_plants: int = 4
 
     @classmethod
     def quick(cls) -> Plan:
         return cls(
             cycles_per_fault=1, publisher_kills=2, worker_kills=1, races=2, tamperings=1,
             worker_tamperings=1, worker_tamper_edits=2, both_signing_modes=False,
-            full_disks=2, fuzz_examples=40, fuzz_worker_examples=3,
+            full_disks=2, fuzz_examples=40, fuzz_worker_examples=3, hostile_rounds=1,
+            estimate_fuzz=20, clouds=False, relay_tamperings=1, untrusted_bases=1,
+            cross_run_plants=1,
         )  # fmt: skip
 
 
@@ -114,6 +164,14 @@ class KindStats:
     versions_lost: int = 0
     stuck_workers: int = 0
     tracebacks: int = 0
+    freezes_unseen: int = 0
+    collections_blocked: int = 0
+    bad_input_accepted: int = 0
+    wrong_exits: int = 0
+    relayed_unverified: int = 0
+    replicas_unhealed: int = 0
+    untrusted_bases: int = 0
+    planted_installs: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,8 +311,8 @@ def output_problem(code: int, err: str, *, worker: bool = False) -> str | None:
     if not 0 <= code <= 7:
         return f"exit code {code}"
     lines = err.strip().split("\n") if err.strip() else []  # what a terminal shows as lines
-    if worker:  # a worker logs; only its final error must be one line
-        lines = [ln for ln in lines if " wanrl-s3 worker: " not in ln]
+    if worker:  # a worker (or the relay) logs; only its final error must be one line
+        lines = [ln for ln in lines if not any(f" wanrl-s3 {c}: " in ln for c in LOGGERS)]
     if len(lines) > 1:
         return f"{len(lines)} lines on stderr"
     return None
@@ -281,6 +339,7 @@ class Campaign:
         self.logs = self.path("logs/x").parent
         self.logs.mkdir(exist_ok=True)
         self.keys = self._keygen()
+        self._other_run: str | None = None  # another run under the same key (other_run)
 
     # -- bookkeeping
     def stat(self, kind: str | None = None) -> KindStats:
@@ -319,7 +378,7 @@ class Campaign:
 
     def check_output(self, argv: list[str], done: Done, *, worker: bool = False) -> None:
         self.stat().exits[done.code] += 1
-        problem = output_problem(done.code, done.err, worker=worker)
+        problem = output_problem(done.code, done.err, worker=worker or argv[0] in LOGGERS)
         if problem:
             self.fail("tracebacks", f"{problem}: wanrl-s3 {' '.join(argv)!r}: {done.err[-600:]!r}")
 
@@ -802,6 +861,185 @@ class Campaign:
         else:
             getattr(self, f"do_{edit}")(url, {"signed": False}, {})
 
+    # -- 5b. the relay over a tampered primary ------------------------------------------
+    RELAY_TAMPERINGS = ("payload_flip", "payload_replace", "payload_truncate", "manifest_edit")
+
+    def relay_tamperings(self) -> None:
+        modes = {kind: self.rng.choice([False, True]) for kind in self.RELAY_TAMPERINGS}
+        for signed in (False, True):
+            kinds = [k for k in self.RELAY_TAMPERINGS if self.plan.both_signing_modes or
+                     modes[k] == signed] + (["cross_run"] if signed else [])  # fmt: skip
+            for kind in kinds:
+                for _ in range(self.plan.relay_tamperings):
+                    self.relay_case(kind, signed)
+
+    def relay_case(self, kind: str, signed: bool) -> None:
+        """v1, v2 relayed; v3 tampered in the primary, relayed (refused), repaired, relayed."""
+        self.case(f"relay:{kind}:{'signed' if signed else 'unsigned'}")
+        primary, replica = self.new_store("relay-primary"), self.new_store("relay-replica")
+        regions = self.regions_file(primary, replica)
+        sign, verify = self.sign_args(signed, publish=True), self.sign_args(signed, publish=False)
+        relay = ["relay", "--regions", str(regions), "--once", *verify]
+        model = make_model(self.nprng, 128 * 1024)
+        for v in (1, 2, 3):
+            model = nudge(self.nprng, model)
+            self.publish(primary, v, self.write_model(primary, v, model), "--run-id", "ours", *sign)
+            self.published[(replica, v)] = self.published[(primary, v)]
+            if v == 2 and self.cli(*relay).code != 0:
+                self.fail("versions_lost", f"relay of an untampered v2 exited non-zero ({kind})")
+        saved = {
+            rel: self.get(primary, rel)
+            for rel in ["LATEST", *self.keys_under(primary, "v/000000000003/")]
+        }
+        visible = self.tamper_primary(kind, primary)
+        done = self.cli(*relay)
+        served = self.clean_pull(replica, "latest", *verify)
+        if served is None:
+            self.fail("relayed_unverified", f"{kind}: the replica serves a LATEST a pull refuses")
+        elif visible and served == 3:
+            self.fail("relayed_unverified", f"{kind}: the relay committed the tampered v3")
+        if visible and done.code == 0:
+            self.fail("relayed_unverified", f"{kind}: relay --once exited 0 over visible damage")
+        for rel in [r for r in self.keys_under(primary, "v/000000000003/") if r not in saved]:
+            self.delete(primary, rel)  # a planted version's objects
+        for rel, data in saved.items():
+            self.put(primary, rel, data)  # the primary repaired
+        healed = self.cli(*relay)
+        same = all(self.get(replica, rel) == self.get(primary, rel)
+                   for rel in ("v/000000000003/manifest.json",))  # fmt: skip
+        if healed.code != 0 or not same or self.clean_pull(replica, "latest", *verify) != 3:
+            self.fail("replicas_unhealed", f"{kind}: relay exited {healed.code} after the repair")
+
+    def regions_file(self, primary: str, replica: str) -> Path:
+        lines = ['primary = "use1"', 'mode = "copy"']
+        for name, url in (("use1", primary), ("euw1", replica)):
+            lines += ["", f"[regions.{name}]", f'url = "{url}"', 's3_region = "us-east-1"']
+            lines += [f'endpoint_url = "{self.endpoint}"', 'profile = ""', 'price_class = ""']
+        path = self.path(f"relay/{self.rng.getrandbits(48):x}.toml")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def tamper_primary(self, kind: str, url: str) -> bool:
+        """Tamper with v3 in the primary; whether a relay can see it (unsigned edits with a
+        re-pinned LATEST cannot be told from a publication)."""
+        if kind == "manifest_edit":
+            m = self.manifest(url, 3)
+            m["metadata"] = {**m.get("metadata", {}), "step": str(self.rng.randrange(10**6))}
+            self.put_manifest(url, 3, m, fix_latest=True)
+            return self.template_signed(url)
+        if kind == "cross_run":
+            theirs = self.other_run()
+            for rel in self.keys_under(theirs, "v/000000000003/"):
+                self.put(url, rel, self.get(theirs, rel))
+            self.put(url, "LATEST", self.get(theirs, "LATEST"))
+            return True
+        rel = self.rng.choice(
+            [k for k in self.keys_under(url, "v/000000000003/") if k.endswith(".bin")]
+        )
+        data = self.get(url, rel)
+        if kind == "payload_flip":
+            data = bytes([data[0] ^ 1 << self.rng.randrange(8)]) + data[1:]
+        elif kind == "payload_replace":
+            data = self.nprng.bytes(len(data))
+        else:
+            data = data[: self.rng.randrange(len(data))]
+        self.put(url, rel, data)
+        return True
+
+    def template_signed(self, url: str) -> bool:
+        return "signature" in json.loads(self.get(url, "v/000000000001/manifest.json"))
+
+    def other_run(self) -> str:
+        """Another run signed with this campaign's key, its v3 a keyframe (made once)."""
+        if self._other_run is None:
+            url = self.new_store("other-run")
+            model = make_model(self.nprng, 128 * 1024)
+            for v in (1, 2, 3):
+                model = nudge(self.nprng, model)
+                self.publish(url, v, self.write_model(url, v, model), "--run-id", "theirs",
+                             "--delta", "never", *self.sign_args(True, publish=True))  # fmt: skip
+            self._other_run = url
+        return self._other_run
+
+    def delete(self, url: str, rel: str) -> None:
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        self.s3.delete_object(Bucket=bucket, Key=f"{prefix}/{rel}")
+
+    # -- 5c. a signing publisher over a version its readers do not trust -------------------
+    def untrusted_bases(self) -> None:
+        for who in ("bucket_writer", "revoked"):
+            for _ in range(self.plan.untrusted_bases):
+                self.untrusted_base_case(who)
+
+    def untrusted_base_case(self, who: str) -> None:
+        """v1 by the trainer's key, v2 by another (a bucket writer's, or a key the readers'
+        keyring no longer holds); the trainer's v3 must not be a delta against v2."""
+        self.case(f"untrusted_base:{who}")
+        url = self.new_store(f"untrusted-{who}")
+        other = self.other_key(who)
+        keyring = (
+            ["--verify-key", self.keys[1]] if who == "revoked" else []
+        )  # no keyring: its own key
+        model = make_model(self.nprng, 128 * 1024)
+        for v, key in ((1, self.keys[0]), (2, other[0]), (3, self.keys[0])):
+            model = nudge(self.nprng, model)
+            extra = keyring if v == 3 else []
+            done = self.publish(
+                url, v, self.write_model(url, v, model), "--signing-key", key, *extra
+            )
+            if done.code != 0:
+                self.fail("versions_lost", f"{who}: publish of v{v} exited {done.code}")
+        if self.manifest(url, 3).get("base_version") == 2:
+            self.fail("untrusted_bases", f"{who}: v3 is a delta against v2, signed by {who}")
+        self.expect_served(url, 3, *self.sign_args(True, publish=False))
+
+    def other_key(self, who: str) -> tuple[str, str]:
+        base = self.path(f"keys/{who}")
+        if not base.with_suffix(".pem").exists():
+            self.cli("keygen", "--out", str(base))
+        return f"{base}.pem", f"{base}.pub.pem"
+
+    # -- 5d. another run's version planted in this run's prefix ----------------------------
+    def cross_run_plants(self) -> None:
+        for _ in range(self.plan.cross_run_plants):
+            self.cross_run_case()
+
+    def cross_run_case(self) -> None:
+        """A verifying worker at v2; their v3 (same key, a keyframe) and LATEST planted; a
+        pull told the run; the plant removed, our v3 published: installed at once."""
+        self.case("cross_run")
+        url, theirs = self.new_store("cross-run"), self.other_run()
+        sign, verify = self.sign_args(True, publish=True), self.sign_args(True, publish=False)
+        out_dir = self.path(f"cross-run/{self.rng.getrandbits(48):x}")
+        out_dir.mkdir()
+        model = make_model(self.nprng, 128 * 1024)
+        for v in (1, 2):
+            model = nudge(self.nprng, model)
+            self.publish(url, v, self.write_model(url, v, model), "--run-id", "ours", *sign)
+        argv = worker_command(url, self.endpoint, str(out_dir), "plant", 0.2, *verify)[3:]
+        worker = fork_cli(argv, self.logs)
+        self.wait_installed(worker, out_dir, 2)
+        good = self.get(url, "LATEST")
+        planted = self.keys_under(theirs, "v/000000000003/")
+        for rel in planted:
+            self.put(url, rel, self.get(theirs, rel))
+        self.put(url, "LATEST", self.get(theirs, "LATEST"))
+        before = file_state(out_dir / MODEL_FILE)
+        pulled = self.clean_pull(url, "latest", *verify, "--run", "ours")
+        time.sleep(1.5)  # several polls of the planted LATEST
+        after = file_state(out_dir / MODEL_FILE)
+        if pulled is not None or (after and before and after[0] != before[0]):
+            self.fail("planted_installs", f"their v3 taken: pull gave {pulled}, worker {after}")
+        for rel in planted:
+            self.delete(url, rel)
+        self.put(url, "LATEST", good)
+        model = nudge(self.nprng, model)
+        self.publish(url, 3, self.write_model(url, 3, model), "--run-id", "ours", *sign)
+        self.wait_installed(worker, out_dir, 3)
+        self.check_install(url, out_dir / MODEL_FILE, before, None)
+        self.stop_worker(worker, out_dir, url)
+        self.expect_served(url, 3, *verify, "--run", "ours")
+
     # -- 6. full disks -----------------------------------------------------------------------
     def full_disks(self) -> None:
         self.kind = "full_disk"
@@ -920,6 +1158,331 @@ class Campaign:
             "endpoint": [self.endpoint, self.proxy.url, "not a url", "ftp://x"],
         }  # fmt: skip
 
+    # -- 8. hostile buckets, local files and planner input ------------------------------
+    def hostile(self) -> None:
+        for _ in range(self.plan.hostile_rounds):
+            self.expiry_held()
+            self.oversized_payload()
+            self.junk_manifest()
+            self.share_dir_blocked()
+            self.racing_next_versions()
+        self.hostile_input()
+        self.estimate_fuzz()
+        for backend in ("s3", "gs", "az") if self.plan.clouds else ("s3",):
+            self.truncated_object(backend)
+
+    def fast_worker(self, url: str, out: Path, wid: str, *extra: str) -> Child:
+        """A worker straight on moto (no trickling proxy), polling every 0.2 s."""
+        argv = worker_command(url, self.endpoint, str(out), wid, 0.2, *extra)[3:]
+        return fork_cli(argv, self.logs)
+
+    def status_of(self, url: str, wid: str) -> dict[str, Any]:
+        try:
+            return dict(json.loads(self.get(url, f"workers/{wid}.json")))
+        except (self.s3.exceptions.NoSuchKey, ValueError):
+            return {}
+
+    def last_error(self, url: str, wid: str) -> str:
+        return str(self.status_of(url, wid).get("last_error") or "")
+
+    @staticmethod
+    def wait_until(done: Callable[[], object], bound_s: float = STUCK_BOUND_S) -> bool:
+        deadline = time.monotonic() + bound_s
+        while not done():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def expiry_held(self) -> None:
+        """A signed LATEST expires while a verifying worker holds the version it names: the
+        worker keeps its version and says so in its status, until the next version."""
+        self.case("expiry_held")
+        url = self.new_store("expiry")
+        signer = Signer.from_file(self.keys[0])
+        pub = Publisher(open_store(url, endpoint_url=self.endpoint),
+                        PublishConfig(latest_expiry_s=EXPIRY_S), signer=signer)  # fmt: skip
+        out, wid = self.path(f"expiry/{self.rng.getrandbits(32):x}"), "expiry"
+        worker = self.fast_worker(url, out, wid, "--verify-key", self.keys[1])
+        model = nudge(self.nprng, make_model(self.nprng, 64 * 1024))
+        self.published.setdefault((url, 1), set()).add(tensors_digest(model))
+        pub.publish(model, 1)
+        if not self.wait_until(lambda: (file_state(out / MODEL_FILE) or (0, None))[1] == 1):
+            self.notes.append("expiry_held: LATEST expired before the worker first read it")
+        if not self.wait_until(lambda: "expired" in self.last_error(url, wid)):
+            self.fail("freezes_unseen", f"a worker at v1 of an expired LATEST shows "
+                      f"{self.last_error(url, wid)!r}")  # fmt: skip
+        model = nudge(self.nprng, model)
+        self.published.setdefault((url, 2), set()).add(tensors_digest(model))
+        pub.publish(model, 2)
+        if self.wait_installed(worker, out, 2) and not self.wait_until(
+            lambda: self.status_of(url, wid).get("last_error") is None
+        ):
+            self.fail("freezes_unseen", "the freeze stays in the status once v2 installed")
+        self.stop_worker(worker, out, url)
+
+    def oversized_payload(self) -> None:
+        """Payload objects longer than their manifest says: pull and a worker both install."""
+        self.case("oversized_payload")
+        url = self.new_store("oversized")
+        model = nudge(self.nprng, make_model(self.nprng, 256 * 1024))
+        self.publish(url, 1, self.write_model(url, 1, model), "--delta", "never")
+        for rel in [k for k in self.keys_under(url, "v/") if k.endswith(".bin")]:
+            extra = os.urandom(self.rng.choice([1, 100, 70_000]))
+            self.put(url, rel, self.get(url, rel) + extra)
+        self.expect_fetchable(url, 1, "payload objects longer than the manifest says")
+        out = self.path(f"oversized/{self.rng.getrandbits(32):x}")
+        worker = self.fast_worker(url, out, "oversized")
+        self.wait_installed(worker, out, 1)
+        self.stop_worker(worker, out, url)
+
+    def junk_manifest(self) -> None:
+        """A manifest nobody can read beside four keyframes: gc and inspect go on."""
+        self.case("junk_manifest")
+        url = self.new_store("junk")
+        model = make_model(self.nprng, 64 * 1024)
+        for v in (1, 2, 3, 4):
+            model = nudge(self.nprng, model)
+            self.publish(url, v, self.write_model(url, v, model), "--delta", "never")
+        junk_v = self.rng.choice([0, 5, 1000, 999_999_999_999])
+        junk = self.rng.choice([*JUNK_MANIFESTS, self.get(url, f"v/{4:012d}/manifest.json")])
+        self.put(url, f"v/{junk_v:012d}/manifest.json", junk)
+        gc = self.cli("gc", "--store", url, "--keep", "1", "--grace-s", "0", "--json")
+        left = [v for v in (1, 2, 3, 4) if self.committed(url, v)]
+        if gc.code != 0 or left != [4]:
+            self.fail("collections_blocked", f"gc beside junk v{junk_v} exited {gc.code} and "
+                      f"left {left}: {gc.err.strip()[-200:]!r}")  # fmt: skip
+        listed = self.cli("inspect", "--store", url, "--json")
+        rows = json.loads(listed.out)["versions"] if listed.code == 0 else []
+        if [r["version"] for r in rows if r["kind"] != "unreadable"] != [4]:
+            self.fail("collections_blocked", f"inspect beside junk v{junk_v} exited "
+                      f"{listed.code}: {listed.err.strip()[-200:]!r}")  # fmt: skip
+        self.expect_served(url, 4)
+
+    def share_dir_blocked(self) -> None:
+        """A directory where the share keeps a version's file or lock: no retry gets past
+        it, so the worker exits 2 with its one line rather than retrying forever."""
+        self.case("share_dir_blocked")
+        url = self.new_store("share")
+        self.publish(url, 1, self.write_model(url, 1, make_model(self.nprng, 64 * 1024)))
+        share = self.path(f"share/{self.rng.getrandbits(32):x}")
+        (share / self.rng.choice([f"{1:012d}.lock", f"{1:012d}.safetensors"])).mkdir(parents=True)
+        worker = self.fast_worker(url, share.with_name(share.name + "-out"), "share",
+                                  "--share-dir", str(share))  # fmt: skip
+        code = worker.wait(STUCK_BOUND_S)
+        if code is None:
+            tail = worker.stderr().strip().splitlines()[-1:]
+            self.fail("stuck_workers", f"a directory in the share: neither installed nor "
+                      f"exited: {tail}")  # fmt: skip
+            worker.stop(signal.SIGTERM)
+            return
+        self.check_output(["worker"], Done(code, "", worker.stderr()), worker=True)
+        if code != 2:
+            self.fail("wrong_exits", f"a directory in the share: exit {code}, not 2")
+
+    def racing_next_versions(self) -> None:
+        """--delta auto publishers of v2 and v3 at once, neither given a base: v3 commits;
+        v2 commits or finds LATEST past it (4), never 'pull it first' (2)."""
+        self.case("race_next")
+        url = self.new_store("race-next")
+        model = nudge(self.nprng, make_model(self.nprng, 256 * 1024))
+        self.publish(url, 1, self.write_model(url, 1, model))
+        models = {2: nudge(self.nprng, model)}
+        models[3] = nudge(self.nprng, models[2])
+        argvs = {
+            v: ["publish", str(self.write_model(url, v, m)), "--store", url,
+                "--version", str(v), "--endpoint-url", self.endpoint]
+            for v, m in models.items()
+        }  # fmt: skip
+        children = {v: fork_cli(argv, self.logs) for v, argv in argvs.items()}
+        codes = {}
+        for v, child in children.items():
+            child.wait(120)
+            codes[v] = child.stop()
+            self.check_output(argvs[v], Done(codes[v], "", child.stderr()))
+        if codes[3] != 0 or codes[2] not in (0, 4):
+            said = {v: c.stderr().strip()[-200:] for v, c in children.items()}
+            self.fail("wrong_exits", f"racers for v2 and v3 exited {codes}: {said}")
+        for v in (2, 3):
+            if codes[v] == 0 or self.committed(url, v):
+                self.expect_fetchable(url, v, f"a racer exited {codes[v]}")
+        self.expect_served(url, 3 if codes[3] == 0 else 1)
+
+    def hostile_input(self) -> None:
+        """Local files, store URLs and version numbers a user can get wrong: each exits 2
+        and changes nothing; what the formats allow goes through."""
+        url = self.new_store("input")
+        good = self.write_model(url, 1, make_model(self.nprng, 64 * 1024))
+        self.publish(url, 1, good)
+        fresh = itertools.count(2)  # each case claims a new version: one taken hides none
+        for name, header in BROKEN_HEADERS.items():
+            self.case("hostile_input:header")
+            src = self.path(f"input/{name}.safetensors")
+            raw = header.encode()
+            src.write_bytes(len(raw).to_bytes(8, "little") + raw + b"\0\0\x80\x3f")
+            v = next(fresh)
+            self.refused(url, f"a header with {name}", lambda s=src, v=v: self.publish(url, v, s))
+        for tail in ("#frag", "?versionId=2", "#"):
+            self.case("hostile_input:url")
+            v = next(fresh)
+            self.refused(url, f"URL ...{tail}", lambda t=tail, v=v: self.publish(url + t, v, good))
+        for bad in (-1, 10**12):
+            self.case("hostile_input:version")
+            self.refused(url, f"--version {bad}", lambda b=bad: self.publish(url, b, good))
+        for odd in ("²", "١", "9" * 5000, "-1"):
+            self.case("hostile_input:have")
+            have = self.path(f"input/have-{len(odd)}-{odd[0]}.safetensors")
+            write_file(have, dict(SafetensorsFile(good).items()), {VERSION_KEY: odd})
+            if self.clean_pull(url, 1, "--have", str(have)) != 1:
+                self.fail("versions_lost", f"pull --have, a file whose version is {odd[:8]!r}")
+        self.case("hostile_input:dotted_names")
+        dotted = self.new_store("dotted")
+        tensors = {"../../escape": np.ones(8, np.float32), "a..b/c": np.arange(4, dtype=np.int32)}
+        self.publish(dotted, 1, self.write_model(dotted, 1, tensors))
+        self.expect_fetchable(dotted, 1, "tensor names with '..' and '/' (opaque strings)")
+
+    def refused(self, url: str, what: str, run: Callable[[], Done]) -> None:
+        """``run`` (a publish into ``url`` of bad input) must exit 2 and change nothing."""
+        before = self.keys_under(url, "")
+        done = run()
+        if done.code == 0 or self.keys_under(url, "") != before:
+            self.fail("bad_input_accepted", f"{what}: exit {done.code}, the store changed")
+        elif done.code != 2:
+            self.fail("wrong_exits", f"{what}: exit {done.code}, not 2: {done.err.strip()!r}")
+
+    def estimate_fuzz(self) -> None:
+        """The planner on hostile fleet files and status objects: one line, never a crash."""
+        plan = ["estimate", "--params", "1e9", "--t-train-s", "600", "--batch", "64"]
+        texts = [*HOSTILE_FLEETS]
+        texts += [self.mutate(self.rng.choice(FLEETS)) for _ in range(self.plan.estimate_fuzz)]
+        for i, text in enumerate(texts):
+            self.case("estimate_fuzz:fleet")
+            path = self.path(f"fleet/{i}.txt")
+            path.write_bytes(text.encode("utf-8", "surrogatepass"))
+            self.cli(*plan, "--fleet", str(path))
+        url = self.new_store("statuses")
+        self.publish(url, 1, self.write_model(url, 1, make_model(self.nprng, 64 * 1024)))
+        bodies = [status_object(time.time(), c) for c in HOSTILE_STATUSES] + list(RAW_STATUSES)
+        for i, body in enumerate(bodies):
+            self.put(url, f"workers/h{i}.json", body)
+        self.case("estimate_fuzz:status")  # each object read by both commands
+        self.cli(*plan, "--from-status", url, "--status-endpoint-url", self.endpoint)
+        self.cli("status", "--store", url)
+
+    def mutate(self, text: str) -> str:
+        """``text`` after a few random edits: characters cut or put in, a slice repeated."""
+        for _ in range(self.rng.randint(1, 6)):
+            at, kind = self.rng.randrange(len(text) + 1), self.rng.randrange(3)
+            if kind == 0:
+                text = text[:at] + text[at + self.rng.randint(1, 8) :]
+            elif kind == 1:
+                noise = "".join(self.rng.choices(MUTATIONS, k=self.rng.randint(1, 8)))
+                text = text[:at] + noise + text[at:]
+            else:
+                text = text[:at] + text[at : at + 20] * self.rng.randint(2, 50) + text[at:]
+        return text
+
+    def truncated_object(self, backend: str) -> None:
+        """A truncated payload object exits 3 on s3://, gs:// and az:// alike."""
+        with self.cloud(backend) as found:
+            if found is None:
+                return
+            self.case(f"truncated:{backend}")
+            url, endpoint = found
+            on = ("--store", url, "--endpoint-url", endpoint)
+            src = self.write_model(url, 1, make_model(self.nprng, 128 * 1024))
+            self.cli("publish", str(src), *on, "--version", "1", "--delta", "never", raw=True)
+            store = open_store(url, endpoint_url=endpoint)
+            key = next(o.key for o in store.list("v/") if o.key.endswith(".bin"))
+            store.put_bytes(key, store.get_bytes(key)[: self.rng.randrange(1, 1000)])
+            out = self.path(f"truncated/{backend}.safetensors")
+            done = self.cli("pull", *on, "--out", str(out), raw=True)
+            self.check_install(url, out, None, done.code)
+            if done.code != 3:
+                self.fail("wrong_exits", f"{backend}: a truncated object exits {done.code}: "
+                          f"{done.err.strip()[-200:]!r}")  # fmt: skip
+
+    @contextlib.contextmanager
+    def cloud(self, backend: str) -> Iterator[tuple[str, str] | None]:
+        """(store URL, endpoint) on moto, fake-gcs-server or Azurite; None, noted, when the
+        emulator cannot start here."""
+        if backend == "s3":
+            yield self.new_store("truncated"), self.endpoint
+            return
+        with contextlib.ExitStack() as stack:
+            try:
+                address = stack.enter_context(local_gcs() if backend == "gs" else local_azure())
+            except Exception as exc:  # not installed on this machine: say so, skip it
+                self.notes.append(f"truncated:{backend}: no emulator ({exc})")
+                yield None
+                return
+            if backend == "gs":
+                yield f"gs://{make_gcs_bucket(address)}/truncated", address
+                return
+            stack.enter_context(_env("AZURE_STORAGE_CONNECTION_STRING", address))
+            blob_endpoint = address.split("BlobEndpoint=")[1].split(";")[0]
+            yield f"az://{make_azure_container(address)}/truncated", blob_endpoint
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+# Hostile input for part 8. Headers that break the safetensors format (each names one
+# tensor "w" of 4 bytes): int() would read "1", [1.0] and [true] as shapes.
+_ENTRY = '"dtype": "F32", "data_offsets": [0, 4]'
+BROKEN_HEADERS = {
+    "a shape string": '{"w": {' + _ENTRY + ', "shape": "1"}}',
+    "a float shape": '{"w": {' + _ENTRY + ', "shape": [1.0]}}',
+    "a boolean shape": '{"w": {' + _ENTRY + ', "shape": [true]}}',
+    "a name twice": '{"w": {' + _ENTRY + ', "shape": [1]}, "w": {' + _ENTRY + ', "shape": [1]}}',
+    "deep nesting": "[" * 100_000 + "]" * 100_000,
+}
+JUNK_MANIFESTS = (b"", b"not json", b"{}", b'{"format": "wanrl-s3/manifest"}', b"[" * 100_000)
+FLEETS = (
+    "name,downlink_mbps,uplink_mbps,rtt_ms,region\nw1,100,20,40,eu\nw2,50,10,80,us\n",
+    '{"workers": [{"downlink_mbps": 100, "uplink_mbps": 20, "rtt_ms": 40, "name": "w1"}]}',
+)
+HOSTILE_FLEETS = (
+    FLEETS[0].replace("w1", "a" * 140_000),  # past the csv module's 128 KiB field limit
+    '{"workers": [{"downlink_mbps": ' + "9" * 5000 + ', "uplink_mbps": 1, "rtt_ms": 1}]}',
+    '{"workers": ' + "[" * 100_000 + "]" * 100_000 + "}",
+)
+MUTATIONS = ',"{}[]:\n\r\x00 -+.eE0129²١∞naNInfx\ufeff\U0001f600'
+HOSTILE_STATUSES: tuple[dict[str, Any], ...] = (
+    {}, {"installs": "x"}, {"installs": [1]}, {"installs": [{"version": "a"}]},
+    {"installed_version": "3"}, {"absences": "ab"}, {"worker_id": 7}, {"round_trip_s": "fast"},
+    {"updated_at_s": float("nan")}, {"installs": [{"version": 1, "download_s": "2"}]},
+)  # fmt: skip
+RAW_STATUSES = (  # what json.dumps cannot write: a 5,000-digit number, nesting past limits
+    b'{"format": "wanrl-s3/worker-status", "worker_id": "h", "updated_at_s": ' + b"9" * 5000 + b"}",
+    b'{"format": "wanrl-s3/worker-status", "worker_id": "h", "installs": '
+    + b"[" * 100_000
+    + b"]" * 100_000
+    + b"}",
+)
+
+
+def status_object(now_s: float, change: dict[str, Any]) -> bytes:
+    """A worker status object that measured one download, with ``change`` applied."""
+    install = {
+        "version": 1, "tensors": 5, "path": [1], "downloaded_bytes": 10**6,
+        "published_at_s": now_s - 9, "seen_at_s": now_s - 8, "ready_at_s": now_s - 2,
+        "installed_at_s": now_s - 1, "download_s": 2.0, "verify_s": 0.1, "apply_s": 0.1,
+    }  # fmt: skip
+    status = {"format": "wanrl-s3/worker-status", "worker_id": "h", "updated_at_s": now_s,
+              "round_trip_s": 0.05, "installs": [install], **change}  # fmt: skip
+    return json.dumps(status).encode()
+
 
 def manifest_digest(m: dict[str, Any]) -> str:
     """docs/format.md: BLAKE3 of the canonical manifest (sorted keys, no whitespace, unsigned)."""
@@ -934,11 +1497,12 @@ FLAGS: dict[str, dict[str, str | None]] = {
     "publish": {"SRC": "path", "--store": "store", "--version": "number", "--delta": "word",
                 "--keyframe-every": "number", "--base": "path", "--run-id": "word",
                 "--signing-key": "path", "--part-mb": "number", "--concurrency": "number",
-                "--json": None, "--endpoint-url": "endpoint", "--regions": "path"},
+                "--json": None, "--endpoint-url": "endpoint", "--regions": "path",
+                "--unsigned": None, "--verify-key": "path"},
     "pull": {"--store": "store", "--version": "number", "--out": "path", "--have": "path",
              "--concurrency": "number", "--fsync": None, "--json": None, "--verify-key": "path",
              "--region": "word", "--regions": "path", "--visible-timeout-s": "number",
-             "--endpoint-url": "endpoint"},
+             "--endpoint-url": "endpoint", "--run": "word"},
     "inspect": {"--store": "store", "--version": "number", "--json": None,
                 "--verify-key": "path", "--endpoint-url": "endpoint"},
     "gc": {"--store": "store", "--keep": "number", "--grace-s": "number", "--dry-run": None,
@@ -953,8 +1517,9 @@ FLAGS: dict[str, dict[str, str | None]] = {
     "worker": {"--store": "store", "--out-dir": "path", "--poll-interval-s": "number",
                "--exit-after": "number", "--worker-id": "word", "--concurrency": "number",
                "--verify-key": "path", "--max-lag-versions": "number",
-               "--endpoint-url": "endpoint"},
-    "relay": {"--regions": "path", "--once": None, "--poll-interval-s": "number"},
+               "--endpoint-url": "endpoint", "--run": "word"},
+    "relay": {"--regions": "path", "--once": None, "--poll-interval-s": "number",
+              "--verify-key": "path", "--run": "word"},
 }  # fmt: skip
 TEMPLATES = {
     "publish": ["SRC", "--store", "--version"], "pull": ["--store", "--out"],
@@ -1015,15 +1580,17 @@ def summary(c: Campaign) -> dict[str, Any]:
     }
 
 
+SHORT = ("part", "forg", "lost", "stuck", "trace", "relay", "heal", "base", "plant")  # COUNTERS
+
+
 def table(report: dict[str, Any]) -> str:
-    head = f"{'kind':38} {'count':>5} {'retries':>7} {'faults':>6} {'part':>4} {'forg':>4} "
-    head += f"{'lost':>4} {'stuck':>5} {'trace':>5}  exit codes"
-    rows = [head]
+    head = f"{'kind':34} {'count':>5} {'retries':>7} {'faults':>6} "
+    rows = [head + " ".join(f"{name:>{len(name)}}" for name in SHORT) + "  exit codes"]
     for kind, k in report["kinds"].items():
         rows.append(
-            f"{kind:38} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
-            f"{k['partial_installs']:4d} {k['forged_installs']:4d} {k['versions_lost']:4d} "
-            f"{k['stuck_workers']:5d} {k['tracebacks']:5d}  "
+            f"{kind:34} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
+            + " ".join(f"{k[c]:{len(name)}d}" for c, name in zip(COUNTERS, SHORT, strict=True))
+            + "  "
             + " ".join(f"{code}:{n}" for code, n in k["exits"].items())
         )
     rows.append("totals: " + ", ".join(f"{k} {report[k]}" for k in COUNTERS))
@@ -1042,7 +1609,8 @@ def run_campaign(endpoint: str, seed: int, plan: Plan, workdir: Path) -> dict[st
 
 def _run(c: Campaign) -> dict[str, Any]:
     parts = (c.fault_cycles, c.publisher_kills, c.worker_kills, c.races, c.tamperings,
-             c.full_disks, c.fuzz)  # fmt: skip
+             c.relay_tamperings, c.untrusted_bases, c.cross_run_plants, c.full_disks,
+             c.fuzz, c.hostile)  # fmt: skip
     timings: dict[str, float] = {}
     with c.proxy, c.slow:
         for part in parts:

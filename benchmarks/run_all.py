@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+RESULTS = HERE.parent / "docs" / "results" / "wan-fleet-2026-12-04"  # what fleet_sim calibrates on
 RUNS = [
     ["hashing.py"],
     ["codec.py"],
@@ -24,6 +25,9 @@ RUNS = [
     ["worker_disk.py"],
     ["engine_memory.py"],
     ["trainer_sync.py"],
+    ["poll_cost.py"],
+    ["fleet_sim.py", "--calibrate", *sorted(str(p) for p in RESULTS.glob("x*.json"))],
+    ["fleet_sim.py", "--workers", "1000", "--region-count", "3"],
 ]
 #: These build network namespaces and shape links: root only. The WAN fleet and the
 #: fault campaign have their own targets (make bench-wan, make bench-faults).

@@ -2,7 +2,8 @@
 
     .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 8]
         [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2]
-        [--uplink-queue acks-first|fifo] [--json]
+        [--uplink-queue acks-first|fifo] [--phases bucket,chain,cdn] [--cdn-edges 2]
+        [--edge-rtt-ms 20] [--json]
 
 Root and iproute2 only. Every rollout host is its own network namespace joined to
 this one by a veth pair with a tbf each way (its downlink and its uplink); its
@@ -23,6 +24,14 @@ Object storage: a `wanrl-s3 worker` per host; the trainer publishes a keyframe, 
 --deltas deltas every --cadence-s; T_bcast at 90% and the tail per version come from
 the workers' status objects (wanrl_s3.fleet_report, as `wanrl-s3 status`), measured
 from each manifest's commit.
+
+CDN (benchmarks/wan_fleet_cdn.py): the same workers with ``--cdn-url``, each reading
+manifests and payload from one of --cdn-edges nginx caching edges, each edge in its own
+namespace on the workers' side of their links and --edge-rtt-ms from the bucket; a fresh
+run (s3://fleet/cdn) published the same way. Besides T_bcast, each edge's logs give the
+bucket's fill per version (each slice fetched once per edge) and what the edges served,
+beside the planner's CDN traffic for the same fleet (``cdn_download_traffic``: one copy
+per edge reached, every worker's copy from an edge).
 
 Peer chain (a baseline, not a product feature): the same hosts relay payloads of the
 same sizes chunk by chunk, store-and-forward (benchmarks/wan_fleet_relay.py), in --chains
@@ -60,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from wan_fleet_cdn import cdn_urls, edges, egress, read_logs
 from wan_fleet_net import (  # benchmarks/ is on sys.path[0]
     UPLINK_QUEUES,
     Children,
@@ -92,6 +102,8 @@ from wanrl_s3.cost import (
     FleetLinks,
     TrainerUplink,
     at_fraction_s,
+    cdn_download_traffic,
+    cdn_fill_s,
     chain_layout,
     chain_worker_times_s,
     fleet_to_csv,
@@ -99,17 +111,27 @@ from wanrl_s3.cost import (
     object_storage_worker_s,
     parse_fleet,
 )
-from wanrl_s3.testing import local_moto, make_bucket, nudge_state, random_bf16_state, worker_command
+from wanrl_s3.testing import (
+    allow_edge_reads,
+    local_moto,
+    make_bucket,
+    nudge_state,
+    random_bf16_state,
+    worker_command,
+)
 
 RELAY = Path(__file__).resolve().parent / "wan_fleet_relay.py"
 RELAY_PORT = 7070
 CHUNK_BYTES = 1 << 20
 URL = "s3://fleet/run"
+CDN_PREFIX = "cdn"  # the CDN phase's own run, in the same bucket
+CDN_URL = f"s3://fleet/{CDN_PREFIX}"
+PHASES = ("bucket", "chain", "cdn")
 
 
 @dataclass(frozen=True)
 class Row:
-    topology: str  # object_storage | peer_chain
+    topology: str  # object_storage | cdn | peer_chain
     kind: str  # full | delta
     measured_t_bcast_s: float
     predicted_t_bcast_s: float
@@ -121,6 +143,8 @@ class Row:
     # object storage: the planner fed the round trips the workers measured to the bucket
     # (their status objects, as `estimate --from-status` reads them) instead of the links'
     predicted_worker_rtt_s: float | None = None
+    # cdn: bytes per version, measured from the edges' logs beside the planner's traffic
+    egress: dict | None = None
 
     def to_dict(self) -> dict:
         ratio = self.predicted_t_bcast_s / self.measured_t_bcast_s
@@ -169,11 +193,11 @@ def calibrate_install_mb_per_s(mirror_url: str, raw: int, deltas: int, work: Pat
     return Install(full, delta)
 
 
-def measure_request_s(endpoint: str, samples: int = 30) -> float:
+def measure_request_s(endpoint: str, samples: int = 30, copy_of: str = URL) -> float:
     """The store's time to answer one small request as a worker's client sees it, over
     loopback (no link): the median of LATEST reads and listings of a version's folder.
     A request's round trip to the bucket is the link's round trip plus this."""
-    store = open_store(URL, endpoint_url=endpoint)
+    store = open_store(copy_of, endpoint_url=endpoint)
     times = []
     for _ in range(samples):
         for call in (lambda: store.get_bytes("LATEST"), lambda: list(store.list("v/"))):
@@ -183,28 +207,35 @@ def measure_request_s(endpoint: str, samples: int = 30) -> float:
     return statistics.median(times)
 
 
-def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, port: int, args, work):
+def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, port: int, args, work,
+                  url: str = URL, cdn: list[str] | None = None):  # fmt: skip
+    """A `wanrl-s3 worker` in each host, reading ``url`` (through ``cdn[i]`` if given)."""
     procs = []
-    for host, link in zip(hosts, fleet.workers, strict=True):
+    for i, (host, link) in enumerate(zip(hosts, fleet.workers, strict=True)):
         far = delay_line(kids, host.host_ip, ("127.0.0.1", port), link.rtt_s / 2)
+        through = ["--cdn-url", cdn[i]] if cdn else []
         argv = worker_command(
-            URL, far, str(work / link.name), link.name, args.poll_interval_s,
-            "--concurrency", "4",
+            url, far, str(work / link.name), link.name, args.poll_interval_s,
+            "--concurrency", "4", *through,
         )  # fmt: skip
         log = (work / f"{link.name}.log").open("w")
         procs.append(kids.start(host.argv(*argv), stderr=log, stdout=log))
     return procs
 
 
-def object_storage_phase(args, fleet: FleetLinks, hosts: list[Host], endpoint: str, work: Path):
-    """Workers, a keyframe, deltas at a cadence; the fleet report, per version."""
-    store = open_store(URL, endpoint_url=endpoint)
-    kids = Children()
+def object_storage_phase(
+    args, fleet: FleetLinks, hosts: list[Host], endpoint: str, work: Path, url: str = URL,
+    kids: Children | None = None, cdn: list[str] | None = None,
+):  # fmt: skip
+    """Workers, a keyframe, deltas at a cadence; the fleet report, per version. With ``cdn``
+    (each host's CDN URL), the workers read through it, and ``kids`` is the caller's."""
+    store = open_store(url, endpoint_url=endpoint)
+    kids = kids or Children()
     port = int(endpoint.rsplit(":", 1)[1])
     state = policy(args.mib, args.seed)
     publisher = Publisher(store, PublishConfig(delta="always", keyframe_every=1000))
     try:
-        start_workers(kids, hosts, fleet, port, args, work)
+        start_workers(kids, hosts, fleet, port, args, work, url, cdn)
         names = {w.name for w in fleet.workers}
         wait(lambda: names <= {s.worker_id for s in read_statuses(store)}, 120, "the workers")
         cpu = cpu_times()
@@ -226,6 +257,24 @@ def object_storage_phase(args, fleet: FleetLinks, hosts: list[Host], endpoint: s
     return results, report, idle, statuses, published
 
 
+def cdn_phase(args, fleet: FleetLinks, hosts: list[Host], endpoint: str, work: Path):
+    """The object-storage phase again, on a fresh run read through --cdn-edges edges; and
+    the edges' logs, read before the edges go."""
+    allow_edge_reads(endpoint, "fleet", CDN_PREFIX)
+    kids = Children()
+    try:
+        with edges(args.cdn_edges, endpoint, args.edge_rtt_ms / 1e3, kids) as found:
+            rtts = [w.rtt_s for w in fleet.workers]
+            urls = cdn_urls(kids, hosts, rtts, found, f"fleet/{CDN_PREFIX}")
+            (work / "cdn").mkdir()
+            bucket = object_storage_phase(args, fleet, hosts, endpoint, work / "cdn", CDN_URL,
+                                          kids, urls)  # fmt: skip
+            logs = read_logs(found)
+    finally:
+        kids.stop()
+    return bucket, logs
+
+
 STEPS = {
     "seen_s": lambda i: i["seen_at_s"] - i["published_at_s"],
     "seen_to_ready_s": lambda i: i["ready_at_s"] - i["seen_at_s"],
@@ -242,9 +291,9 @@ def breakdown(statuses, versions: set[int]) -> dict[str, float]:
 
 
 # -- peer chain ------------------------------------------------------------------------------
-def mirror(endpoint: str, work: Path) -> str:
+def mirror(endpoint: str, work: Path, run_url: str = URL) -> str:
     """A file:// copy of the run, from which every chain host installs (no link in the way)."""
-    src, url = open_store(URL, endpoint_url=endpoint), f"file://{work / 'mirror'}"
+    src, url = open_store(run_url, endpoint_url=endpoint), f"file://{work / 'mirror'}"
     dst = open_store(url)
     for info in src.list():
         dst.put_bytes(info.key, src.get_bytes(info.key))
@@ -372,34 +421,79 @@ def predict_chain(args, fleet: FleetLinks, install: Install, gb, delta: bool):
     return at_fraction_s(times, args.fraction), times
 
 
-def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
+def kinds(results) -> list[tuple[str, list]]:
+    """The versions each row averages: the keyframe, and the deltas (if any)."""
+    return [(k, chosen) for k, chosen in (("full", results[:1]), ("delta", results[1:])) if chosen]
+
+
+def bucket_rows(args, fleet, install, bucket, topology: str = "object_storage", logs=None):
+    """The measured rows of a phase through the bucket (or, with ``logs``, its edges)."""
     results, report, bucket_idle, statuses, published = bucket
     raw = results[0].raw_bytes
     spreads = {v.version: v for v in report.versions}
     rows = []
-    for kind, chosen in (("full", results[:1]), ("delta", results[1:])):
-        if not chosen:  # --deltas 0
-            continue
+    for kind, chosen in kinds(results):
         measured = [spreads[r.version].t_bcast_s for r in chosen]
         tails = [spreads[r.version].tail_s for r in chosen]
         stored = int(statistics.mean(r.stored_bytes for r in chosen))
         delta = kind == "delta"
         gb = stored / 1e9, raw / 1e9
         requests = as_requests_see_it(fleet, install.request_s)
-        bucket, worker_times = predict_bucket(args, requests, install, gb, delta)
+        predicted, worker_times = predict_bucket(args, requests, install, gb, delta)
         by_rtt = predict_bucket(args, with_worker_rtts(fleet, statuses), install, gb, delta)[0]
-        chained, host_times = predict_chain(args, fleet, install, gb, delta)
+        if logs is not None:  # the planner's CDN rows: the bucket's, and the edge's fill
+            fill_s = cdn_fill_s(fill_rtt_s(args, install))
+            predicted, by_rtt = predicted + fill_s, by_rtt + fill_s
+            worker_times = [t + fill_s for t in worker_times]
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
         ]
         rows.append(
-            Row("object_storage", kind, statistics.mean(measured), bucket,
+            Row(topology, kind, statistics.mean(measured), predicted,
                 statistics.mean(tails) if None not in tails else None, versions, bucket_idle,
                 breakdown(statuses, {r.version for r in chosen}),
                 per_host=worker_rows(fleet, statuses, published, chosen, worker_times),
-                predicted_worker_rtt_s=by_rtt)
+                predicted_worker_rtt_s=by_rtt,
+                egress=None if logs is None else cdn_egress(args, fleet, chosen, logs))
         )  # fmt: skip
+    return rows
+
+
+def fill_rtt_s(args, install: Install) -> float:
+    """An edge's round trip to the bucket on a miss, as the planner's --cdn-fill-rtt-ms means
+    it: the edge's delay line and the store's answer time."""
+    return args.edge_rtt_ms / 1e3 + install.request_s
+
+
+def cdn_egress(args, fleet: FleetLinks, chosen, logs) -> dict:
+    """Per version of ``chosen``, averaged: the payload bytes the bucket sent the edges and
+    the edges sent the workers, measured, beside the planner's CDN traffic for this fleet."""
+    measured = [egress(logs, CDN_PREFIX, r.version) for r in chosen]
+    stored = statistics.mean(r.stored_bytes for r in chosen)
+    plan = cdn_download_traffic(stored / 1e9, CHUNK_BYTES / 1e6, len(fleet), args.cdn_edges)
+    return {
+        "fill_bytes": statistics.mean(m["fill_bytes"] for m in measured),
+        "predicted_fill_bytes": plan.cdn_fill_gb * 1e9,
+        "served_bytes": statistics.mean(m["served_bytes"] for m in measured),
+        "predicted_served_bytes": plan.cdn_egress_gb * 1e9,
+        "fill_bytes_per_edge": [
+            statistics.mean(m["fill_bytes_per_edge"][k] for m in measured)
+            for k in range(args.cdn_edges)
+        ],
+        "max_fetches_of_a_slice_per_edge": max(
+            m["max_fetches_of_a_slice_per_edge"] for m in measured
+        ),
+    }
+
+
+def chain_rows(args, fleet, install, results, chain) -> list[Row]:
+    raw = results[0].raw_bytes
+    rows = []
+    for kind, chosen in kinds(results):
+        stored = int(statistics.mean(r.stored_bytes for r in chosen))
+        gb = stored / 1e9, raw / 1e9
+        chained, host_times = predict_chain(args, fleet, install, gb, kind == "delta")
         installed, install_s, first_s, idle = chain[kind]
         t90 = at_fraction_s(installed, args.fraction)
         tail = max(installed) - t90
@@ -416,10 +510,22 @@ def rows_for(args, fleet, install, bucket, chain) -> list[Row]:
     return rows
 
 
+def rows_for(args, fleet, install, results, bucket, chain, cdn) -> list[Row]:
+    """Every phase that ran: its rows, each beside the planner's prediction."""
+    rows = [] if bucket is None else bucket_rows(args, fleet, install, bucket)
+    if cdn is not None:
+        rows += bucket_rows(args, fleet, install, cdn[0], "cdn", cdn[1])
+    if chain is not None:
+        rows += chain_rows(args, fleet, install, results, chain)
+    return rows
+
+
 #: The planner's row each measurement stands for (its chain row ships full versions only).
 PLANNER_ROWS = {
     ("object_storage", "full"): "object_storage_full",
     ("object_storage", "delta"): "object_storage_delta",
+    ("cdn", "full"): "cdn_full",
+    ("cdn", "delta"): "cdn_delta",
     ("peer_chain", "full"): "peer_chain",
 }
 #: Training step times at which the recommendation is compared (S = 3: window 2 T_train).
@@ -448,7 +554,9 @@ def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], 
             poll_interval_s=args.poll_interval_s,
             install_mb_per_s=install.full_mb_per_s, chains=args.chains, chunk_mb=CHUNK_BYTES / 1e6,
             uplink_mbps=args.chains * max(w.downlink_mbps for w in fleet.workers) * 2,
-            upload_mbps=1e6, cdn="none",  # no CDN was measured; the star stays modelled
+            upload_mbps=1e6, cdn=None if "cdn" in args.phases else "none",  # the table's CDN
+            cdn_edges=args.cdn_edges, cdn_fill_rtt_ms=fill_rtt_s(args, install) * 1e3,
+            include_unshipped=True,  # the chain was measured: rank it with the buckets
         )  # fmt: skip
         picks = []
         for given in (inputs, replace(inputs, measured_t_bcast_s=measured)):
@@ -490,6 +598,26 @@ def print_table(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> N
             f"{r.predicted_t_bcast_s:>12.2f} {r.predicted_t_bcast_s / r.measured_t_bcast_s:>9.2f} "
             f"{tail:>7} {r.cpu_idle_share:>9.0%} {by_rtt_ratio:>21}"
         )
+    for r in rows:
+        if r.egress is None:
+            continue
+        e = r.egress
+        per_edge = " + ".join(f"{b / 1e6:.2f}" for b in e["fill_bytes_per_edge"])
+        print(
+            f"cdn {r.kind:<6} per version: bucket -> edges {e['fill_bytes'] / 1e6:.2f} MB "
+            f"({per_edge}; planner {e['predicted_fill_bytes'] / 1e6:.2f}, "
+            f"{e['fill_bytes'] / e['predicted_fill_bytes']:.2f}x), edges -> workers "
+            f"{e['served_bytes'] / 1e6:.2f} MB (planner {e['predicted_served_bytes'] / 1e6:.2f}, "
+            f"{e['served_bytes'] / e['predicted_served_bytes']:.2f}x); most fetches of one "
+            f"slice by one edge: {e['max_fetches_of_a_slice_per_edge']}"
+        )
+
+
+def phases(text: str) -> tuple[str, ...]:
+    chosen = tuple(p.strip() for p in text.split(","))
+    if not chosen or set(chosen) - set(PHASES):
+        raise argparse.ArgumentTypeError(f"phases are {','.join(PHASES)}; got {text!r}")
+    return chosen
 
 
 def parse_args() -> argparse.Namespace:
@@ -507,6 +635,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--uplink-queue", choices=UPLINK_QUEUES, default="acks-first")
     ap.add_argument("--fraction", type=float, default=0.9)
+    ap.add_argument("--phases", type=phases, default=PHASES, metavar="P[,P...]",
+                    help=f"what to measure, of {','.join(PHASES)} (default: all)")  # fmt: skip
+    ap.add_argument("--cdn-edges", type=int, default=2, help="edges in the CDN phase (default 2)")
+    ap.add_argument("--edge-rtt-ms", type=float, default=20.0,
+                    help="an edge's round trip to the bucket (default 20)")  # fmt: skip
     ap.add_argument("--fleet-out", type=Path, default=None, help="write the fleet file here")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args()
@@ -522,22 +655,29 @@ def main() -> None:
     if args.fleet_out:
         args.fleet_out.write_text(fleet_to_csv(fleet))
     work = Path(tempfile.mkdtemp(prefix="wanrl-wan-fleet-"))
+    bucket = cdn = chain = None
     try:
         with local_moto() as endpoint, namespaces(fleet, args.uplink_queue) as hosts:
             make_bucket(endpoint, "fleet")
-            bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
-            results = bucket[0]
+            if "bucket" in args.phases:
+                bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
+            if "cdn" in args.phases:
+                cdn = cdn_phase(args, fleet, hosts, endpoint, work)
+            results = (bucket or cdn[0])[0]  # type: ignore[index]
             raw = results[0].raw_bytes
-            copy = mirror(endpoint, work)
+            copy = mirror(endpoint, work, URL if bucket else CDN_URL)
             install = calibrate_install_mb_per_s(copy, raw, args.deltas, work)
-            install = replace(install, request_s=measure_request_s(endpoint))
+            install = replace(
+                install, request_s=measure_request_s(endpoint, copy_of=URL if bucket else CDN_URL)
+            )
             payloads = {"full": results[0].stored_bytes}
             if args.deltas:
                 payloads["delta"] = results[1].stored_bytes  # v2, the delta the chain installs
-            chain = chain_phase(args, fleet, hosts, payloads, copy, work)
+            if "chain" in args.phases:
+                chain = chain_phase(args, fleet, hosts, payloads, copy, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = rows_for(args, fleet, install, bucket, chain)
+    rows = rows_for(args, fleet, install, results, bucket, chain, cdn)
     picks = recommendations(args, fleet, install, rows, raw)
     if args.json:
         print(
@@ -559,6 +699,8 @@ def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
         "seed": args.seed,
         "uplink_queue": args.uplink_queue,
         "fraction": args.fraction,
+        "snapshot_bytes": int(args.mib * 2**20 / 2 / 8) * 2 * 8,  # policy(): eight bf16 tensors
+        "chains": args.chains,
         "poll_interval_s": args.poll_interval_s,
         "install_mb_per_s": {
             "full": round(install.full_mb_per_s),

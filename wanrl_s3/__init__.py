@@ -49,6 +49,7 @@ _LAZY: dict[str, str] = {
     "TrainerPublisher": ".trainer.publication",
     "Publication": ".trainer.publication",
     "VersionPublisher": ".trainer.protocol",
+    "PublicationObserver": ".trainer.observer",
     "RankGroup": ".trainer.ranks",
     "PUBLISH_DTYPES": ".trainer.host_copy",
     # worker side: fetching and installing
@@ -57,6 +58,7 @@ _LAZY: dict[str, str] = {
     "InstallResult": ".fetch.watch",
     "WatchConfig": ".fetch.watch",
     "Watcher": ".fetch.watch",
+    "WatchObserver": ".fetch.watch",
     "NodeShare": ".fetch.node_share",
     "DirectoryInstaller": ".fetch.install_dir",
     "load_snapshot": ".fetch.files",
@@ -82,6 +84,8 @@ _LAZY: dict[str, str] = {
     "to_numpy": ".io.tensors",
     "to_torch": ".io.tensors",
     "return_big_buffers": ".io.malloc",
+    "find_model_config": ".io.hf_model",
+    "model_params": ".io.hf_model",
     # the fleet and the learner
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
@@ -95,6 +99,13 @@ _LAZY: dict[str, str] = {
     "Tagged": ".staleness",
     "check_staleness": ".staleness",
     "is_admissible": ".staleness",
+    # metrics for the people who run it (prometheus-client: the "metrics" extra)
+    "MetricsServer": ".metrics.exposition",
+    "serve_metrics": ".metrics.exposition",
+    "WorkerMetrics": ".metrics.worker",
+    "RelayMetrics": ".metrics.relay",
+    "TrainerMetrics": ".metrics.trainer",
+    "StalenessMetrics": ".metrics.staleness",
     # the planner
     "PlanInputs": ".cost.plan",
     "Plan": ".cost.plan",
@@ -109,15 +120,21 @@ if TYPE_CHECKING:
     from .fetch.install_dir import DirectoryInstaller
     from .fetch.node_share import NodeShare
     from .fetch.subscriber import Snapshot, Subscriber
-    from .fetch.watch import InstallResult, WatchConfig, Watcher
+    from .fetch.watch import InstallResult, WatchConfig, Watcher, WatchObserver
     from .fleet.bcast import fleet_report
     from .fleet.status import StatusReporter, WorkerStatus, read_statuses
     from .fleet.steps import StepStatusWriter, VersionMap
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
+    from .io.hf_model import find_model_config, model_params
     from .io.malloc import return_big_buffers
     from .io.safetensors_file import SafetensorsFile, write_file
     from .io.tensors import to_numpy, to_torch
+    from .metrics.exposition import MetricsServer, serve_metrics
+    from .metrics.relay import RelayMetrics
+    from .metrics.staleness import StalenessMetrics
+    from .metrics.trainer import TrainerMetrics
+    from .metrics.worker import WorkerMetrics
     from .publish.assign import ShareSelector
     from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
     from .publish.resume import ResumePoint, resume, resume_point
@@ -134,6 +151,7 @@ if TYPE_CHECKING:
     )
     from .store import ObjectStore, RetryPolicy, open_store
     from .trainer.host_copy import PUBLISH_DTYPES
+    from .trainer.observer import PublicationObserver
     from .trainer.protocol import VersionPublisher
     from .trainer.publication import Publication, TrainerPublisher
     from .trainer.ranks import RankGroup
@@ -161,6 +179,7 @@ __all__ = [
     "InstallResult",
     "LocalIOError",
     "ManifestError",
+    "MetricsServer",
     "NodeShare",
     "NotFoundError",
     "ObjectStore",
@@ -168,12 +187,14 @@ __all__ = [
     "PlanInputs",
     "Publication",
     "PublicationFailedError",
+    "PublicationObserver",
     "PublishConfig",
     "PublishResult",
     "Publisher",
     "RankGroup",
     "Region",
     "RegionsConfig",
+    "RelayMetrics",
     "ResumePoint",
     "RetryPolicy",
     "SafetensorsFile",
@@ -184,6 +205,7 @@ __all__ = [
     "Snapshot",
     "StalenessConfig",
     "StalenessFilter",
+    "StalenessMetrics",
     "StatusReporter",
     "StepStatusWriter",
     "StoreError",
@@ -191,6 +213,7 @@ __all__ = [
     "StoreRoles",
     "Subscriber",
     "Tagged",
+    "TrainerMetrics",
     "TrainerPublisher",
     "UsageError",
     "VerificationError",
@@ -200,13 +223,16 @@ __all__ = [
     "VersionPublisher",
     "WanrlError",
     "WatchConfig",
+    "WatchObserver",
     "Watcher",
+    "WorkerMetrics",
     "WorkerStatus",
     "WorkerStatusError",
     "check_staleness",
     "check_worker_id",
     "choose_region",
     "estimate",
+    "find_model_config",
     "fleet_report",
     "generate_keypair",
     "is_admissible",
@@ -214,12 +240,14 @@ __all__ = [
     "load_regions",
     "load_snapshot",
     "local_snapshot",
+    "model_params",
     "open_store",
     "pull_to_file",
     "read_statuses",
     "resume",
     "resume_point",
     "return_big_buffers",
+    "serve_metrics",
     "store_roles",
     "to_numpy",
     "to_torch",

@@ -228,6 +228,7 @@ class StalenessFilter(Generic[T]):
         self._sentinel = sentinel
         self._lock = threading.Lock()
         self._learner_version = require_int("learner_version", learner_version, 0)
+        self._carried = dict.fromkeys(_TOTALS, 0)  # counts before the last reset (totals())
         self._reset_counters()
         self._pending = 0
 
@@ -410,8 +411,22 @@ class StalenessFilter(Generic[T]):
                 out[f"age_hist/{age}"] = count
             out["age_hist/over"] = self._hist[-1]
             if reset:
+                for key in _TOTALS:
+                    self._carried[key] += getattr(self, f"_{key}")
                 self._reset_counters()
         return {METRIC_PREFIX + key: value for key, value in out.items()}
+
+    def totals(self) -> dict[str, int]:
+        """Counts since the filter was made, whatever :meth:`snapshot` reset (for counters
+        that only grow, such as Prometheus's): ``generated``, ``admitted``,
+        ``dropped_at_put``, ``dropped_at_get``, and the live ``pending``."""
+        with self._lock:
+            out = {key: self._carried[key] + getattr(self, f"_{key}") for key in _TOTALS}
+            out["pending"] = self._pending
+        return out
+
+
+_TOTALS = ("generated", "admitted", "dropped_at_put", "dropped_at_get")
 
 
 __all__ = [

@@ -186,7 +186,7 @@ def test_bad_flags_exit_2_with_one_line(
 
 
 # -- publishing what no manifest may describe: 2, nothing uploaded ------------------------
-def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
+def safetensors_with(path: Path, name: str, shape: object) -> Path:
     """A .safetensors file written by hand (numpy cannot make every shape we need)."""
     header = json.dumps({name: {"dtype": "F32", "shape": shape, "data_offsets": [0, 4]}}).encode()
     path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0\0\x80\x3f")
@@ -199,11 +199,13 @@ def safetensors_with(path: Path, name: str, shape: list[int]) -> Path:
         ("w" * 1025, [1], "1025 characters"),
         ("", [1], "tensor name ''"),
         ("w", [1] * 33, "33 dimensions"),
+        ("w", "1", "shape must be a list of integers"),  # int() would read it as [1]
+        ("w", [True], "shape must be a list of integers"),
     ],
-    ids=["name-over-1024", "empty-name", "33-dimensions"],
+    ids=["name-over-1024", "empty-name", "33-dimensions", "shape-string", "shape-bool"],
 )
 def test_publishing_a_tensor_no_manifest_may_hold_exits_2_and_uploads_nothing(
-    cli: Cli, s3_url: str, s3_endpoint: str, tmp_path: Path, name: str, shape: list[int],
+    cli: Cli, s3_url: str, s3_endpoint: str, tmp_path: Path, name: str, shape: object,
     needle: str,
 ) -> None:  # fmt: skip
     src = safetensors_with(tmp_path / "bad.safetensors", name, shape)
@@ -241,6 +243,31 @@ def test_a_worker_prints_only_its_own_lines(
     assert done.returncode == 0, done.stderr
     assert "installed v1" in done.stderr  # the worker's own lines are there ...
     assert "credentials" not in done.stderr.lower()  # ... and botocore's are not
+
+
+def test_a_failure_after_a_warning_prints_only_its_error(
+    cli: Cli, published: str, s3_endpoint: str, tmp_path: Path
+) -> None:
+    """What a command says on the way (its own notes, the library's warnings) is held until
+    it succeeds; a failure's stderr is its one error line."""
+    endpoint = ("--endpoint-url", s3_endpoint)
+    stranger = write_file(tmp_path / "stranger.safetensors", policy(9, kib=16))
+    # the command's own note ("holds no published version"), then a destination refused
+    code, err = cli("pull", "--store", published, *endpoint, "--have", str(stranger),
+                    "--out", str(tmp_path))  # fmt: skip
+    assert code == 2 and one_line_error(err) and "is a directory" in err, err
+    # the library's warning (a corrupt LATEST, which the next commit would repair), then
+    # a version that exists already
+    store = open_store(published, endpoint_url=s3_endpoint)
+    store.put_bytes(layout.LATEST_KEY, b"{not a pointer")
+    code, err = cli("publish", str(stranger), "--store", published, *endpoint, "--version", "1",
+                    "--delta", "never")  # fmt: skip
+    assert code == 4 and one_line_error(err) and "already exists" in err, err
+    # after a success the same lines are printed, below the result
+    out = tmp_path / "out.safetensors"
+    code, err = cli("pull", "--store", published, *endpoint, "--version", "1",
+                    "--have", str(stranger), "--out", str(out))  # fmt: skip
+    assert code == 0 and err == f"{stranger} holds no published version: pulled in full\n"
 
 
 def test_a_signature_with_an_unknown_field_exits_3(

@@ -134,7 +134,7 @@ def test_malformed_manifest_exits_3(cli, url: str, tmp_path: Path, s3_endpoint: 
             ["publish", "/nonexistent.safetensors", "--store", "memory://x", "--version", "1"],
             "does not exist",
         ),
-        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "between 0"),
+        (["publish", "{src}", "--store", "memory://x", "--version", "-1"], "version number (0 to"),
         (["publish", "{src}", "--store", "ftp://host/x", "--version", "1"], "unknown store"),
         (
             [
@@ -182,3 +182,76 @@ def test_unreachable_endpoint_exits_6(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["inspect", "--store", "s3://bucket/x", "--endpoint-url", "http://127.0.0.1:9"])
     err = capsys.readouterr().err
     assert code == 6 and err.count("\n") == 1
+
+
+def test_a_version_number_out_of_range_exits_2_on_a_store_that_has_versions(
+    cli, url: str, tmp_path: Path
+) -> None:
+    """A bad number is bad usage (2), not a conflict with the store's newest version (4)."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    for bad in ("-1", "1000000000000"):
+        code, _, err = cli("publish", str(src), "--store", url, "--version", bad)
+        assert code == 2 and "version number (0 to" in err and err.count("\n") == 1, err
+
+
+def test_have_whose_version_metadata_is_no_ascii_number_is_identified_by_its_hashes(
+    cli, url: str, tmp_path: Path
+) -> None:
+    """'²'.isdigit() is True and int('²') fails: such metadata records no version."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--store", url, "--version", "1")[0] == 0
+    for i, odd in enumerate(("²", "١", "9" * 5000)):
+        have = write_file(tmp_path / f"have{i}.safetensors", model(1), {"wanrl_s3.version": odd})
+        out = tmp_path / f"out{i}.safetensors"
+        code, _, err = cli("pull", "--store", url, "--out", str(out), "--have", str(have))
+        assert code == 0, err
+        assert read(out) == read(src)
+
+
+@pytest.mark.parametrize("tail", ["#frag", "?versionId=3", "#"])
+def test_a_store_url_with_a_fragment_or_query_exits_2_and_writes_nowhere(
+    cli, tmp_path: Path, tail: str
+) -> None:
+    """urlsplit drops them: publishing to file:///d/store#frag would write file:///d/store."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    code, _, err = cli("publish", str(src), "--store", f"file://{tmp_path}/store{tail}",
+                       "--version", "1")  # fmt: skip
+    assert code == 2 and "query or fragment" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_publisher_that_raced_another_for_the_next_version_deltas_on_its_version(
+    cli, url: str, s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v2 lands between publish v3's read of the newest version (v1) and its adoption: v3
+    goes out as a delta on v2. It was given no base, so "pull it first" (exit 2) is wrong."""
+    from wanrl_s3.cli import publish as publish_cli
+    from wanrl_s3.publish.publisher import PublishConfig, Publisher
+
+    states = {1: model(1)}
+    for v in (2, 3):  # each a few values away from the one before: a delta pays
+        states[v] = {k: a.copy() for k, a in states[v - 1].items()}
+        states[v]["model.norm.weight"][v] = v
+    for v in (1, 3):
+        write_file(tmp_path / f"v{v}.safetensors", states[v])
+    assert (
+        cli("publish", str(tmp_path / "v1.safetensors"), "--store", url, "--version", "1")[0] == 0
+    )
+    real_resume = publish_cli.resume
+
+    def raced(publisher, **kwargs):  # type: ignore[no-untyped-def]
+        if not raced.done:
+            raced.done = True
+            other = Publisher(open_store(url, endpoint_url=s3_endpoint), PublishConfig())
+            other.publish(states[2], 2)
+        return real_resume(publisher, **kwargs)
+
+    raced.done = False  # type: ignore[attr-defined]
+    monkeypatch.setattr(publish_cli, "resume", raced)
+    code, out, err = cli("publish", str(tmp_path / "v3.safetensors"), "--store", url,
+                         "--version", "3", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["base_version"] == 2
+    code, _, err = cli("pull", "--store", url, "--out", str(tmp_path / "got.safetensors"))
+    assert code == 0 and read(tmp_path / "got.safetensors") == read(tmp_path / "v3.safetensors")

@@ -113,3 +113,17 @@ def test_worker_installs_the_newest_version(cloud, tmp_path: Path) -> None:
         wait_for(lambda: version_in(out) == 2, 60)
     finally:
         stop(proc)
+
+
+def test_a_truncated_payload_object_exits_3_as_on_s3(cli, cloud, tmp_path: Path) -> None:
+    """GCS answers a range past the end with 416: that is a truncated object (exit 3), like
+    S3's InvalidRange, not a store failure (exit 6) with the raw HTTP message."""
+    src = write_file(tmp_path / "a.safetensors", model(1))
+    assert cli("publish", str(src), "--version", "1", "--delta", "never")[0] == 0
+    store = store_of(cloud)
+    key = next(o.key for o in store.list("v/") if o.key.endswith(".bin"))
+    store.put_bytes(key, store.get_bytes(key)[:100])
+    out = tmp_path / "out.safetensors"
+    code, _, err = cli("pull", "--out", str(out))
+    assert code == 3 and "truncated" in err and err.count("\n") == 1, err
+    assert not out.exists()

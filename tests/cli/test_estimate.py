@@ -260,3 +260,32 @@ def test_drops_size_a_larger_fleet_and_nothing_dropped_is_the_pages(
     )
     code, out, _ = run_cli(capsys, *POINT_8B, "--t-bcast-s", "1437", "--dropped-fraction", "0")
     assert code == 0 and "required pool 2.621 rollouts/s, 9 workers needed" in out
+
+
+def test_unshipped_rows_are_starred_and_ranked_only_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1")
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split("  ")[0] for line in lines if line.startswith(("star", "peer"))] == [
+        "star *",
+        "peer chain *",
+    ]
+    assert (
+        "* star, peer chain: modelled, not shipped by wanrl-s3; for comparison, never "
+        "recommended (--include-unshipped ranks them)"
+    ) in lines
+    assert lines[-1].startswith("recommendation: CDN full is the cheapest feasible topology "
+                                "wanrl-s3 ships")  # fmt: skip
+    code, out, _ = run_cli(capsys, *POINT_8B, "--density", "1", "--include-unshipped")
+    assert code == 0
+    assert out.splitlines()[-1].startswith("recommendation: peer chain is the cheapest")
+    assert "ranked with the others (--include-unshipped)" in out
+
+
+def test_the_edges_fill_is_said_when_given(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run_cli(capsys, *POINT_8B, "--cdn-fill-rtt-ms", "40")
+    assert code == 0
+    assert "its first readers at an edge wait 2 x 40 ms for the edge's fetches" in out
+    assert "wait 2 x" not in run_cli(capsys, *POINT_8B)[1]

@@ -65,5 +65,5 @@ def test_a_file_of_no_published_version_pulls_in_full(cli, url: str, tmp_path: P
     code, out, err = cli(
         "pull", "--store", url, "--out", str(pulled), "--have", str(other), "--json"
     )
-    assert code == 0 and "holds no published version: pulling in full" in err
+    assert code == 0 and "holds no published version: pulled in full" in err
     assert json.loads(out)["path"] == [1]

@@ -12,7 +12,8 @@ from tests.regions.support import model, nudge, three_regions, write_regions
 from wanrl_s3.cli import main
 from wanrl_s3.cli.gc import describe
 from wanrl_s3.fetch.subscriber import Subscriber
-from wanrl_s3.fleet.retention import GcReport
+from wanrl_s3.fleet.retention import GcReport, RetentionPolicy, collect
+from wanrl_s3.format import layout
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
 
@@ -92,3 +93,42 @@ def test_a_dry_run_says_would_for_every_action(
         "kept 1 version; deleted 1 version and 2 objects (2.05 KB, 0 orphaned); "
         "aborted 1 stale upload"
     )
+
+
+@pytest.mark.parametrize("junk", [b"not json", b'{"format": "wanrl-s3/manifest"}'])
+def test_one_unreadable_manifest_is_left_alone_and_the_rest_is_collected(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], junk: bytes
+) -> None:
+    """A junk manifest far above the others stops neither gc nor inspect for the store."""
+    url = f"file://{tmp_path}/store"
+    store = open_store(url)
+    publish_seven([store])
+    store.put_bytes(layout.manifest_key(999), junk)
+    store.put_bytes(layout.payload_key(999, "x/000000.bin"), b"whatever it came with")
+    assert main(["gc", "--store", url, "--keep", "2", "--grace-s", "0", "--json"]) == 0
+    out, err = capsys.readouterr()
+    report = json.loads(out)[url]
+    assert report["deleted_versions"] == [1, 2, 3] and list(report["unreadable_versions"]) == [
+        "999"
+    ]
+    assert err.count("\n") == 1 and "left the manifest of v999 alone" in err
+    assert store.exists(layout.manifest_key(999))  # a person decides what it is
+    assert store.exists(layout.payload_key(999, "x/000000.bin"))
+    assert main(["inspect", "--store", url, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["versions"]
+    assert [r["version"] for r in rows] == [4, 5, 6, 7, 999]
+    assert rows[-1]["kind"] == "unreadable" and rows[-1]["error"]
+    assert main(["inspect", "--store", url]) == 0
+    assert "unreadable: " in capsys.readouterr().out
+    assert main(["inspect", "--store", url, "--version", "999"]) == 3  # asked for: refused
+
+
+def test_a_chain_through_an_unreadable_manifest_keeps_everything_below(tmp_path: Path) -> None:
+    """What a delta needs below a base gc cannot read is unknown: nothing there is deleted."""
+    url = f"file://{tmp_path}/store"
+    store = open_store(url)
+    publish_seven([store])  # keyframes at 1, 4, 7; 6 is a delta on 5, 5 on 4
+    store.put_bytes(layout.manifest_key(5), b"damaged")
+    report = collect(store, RetentionPolicy(keep_versions=2, grace_s=0.0))
+    assert report.deleted_versions == [] and list(report.unreadable_versions) == [5]
+    assert store.exists(layout.manifest_key(5))

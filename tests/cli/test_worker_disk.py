@@ -142,7 +142,9 @@ def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
         shared = sorted(p.name for p in share.glob("*.safetensors"))
         assert shared == ["000000000003.safetensors"]  # --keep-versions 1
         assert (share / shared[0]).stat().st_nlink == 1  # the share's file, not linked
-    assert log.count("by copy (said once)") == 1 and "Invalid cross-device link" in log
+    # said once, at start, with why and what to do; not again at each install
+    assert log.count("installs copy each version") == 1 and "by copy (said once)" not in log
+    assert "a hard link cannot cross file systems" in log and "on tmpfs at" in log
     assert same(out / "model.safetensors", state)
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
 
@@ -155,3 +157,22 @@ def test_keep_versions_without_a_share_dir_is_refused(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--keep-versions needs --share-dir" in err
+
+
+@pytest.mark.parametrize("in_the_way", ["000000000001.lock", "000000000001.safetensors"])
+def test_a_directory_in_place_of_a_share_file_stops_the_worker_with_one_line(
+    s3_url: str, s3_endpoint: str, tmp_path: Path, in_the_way: str
+) -> None:
+    """Retrying cannot get past it: the worker exits 2 naming it, not a retry loop."""
+    Publisher(open_store(s3_url, endpoint_url=s3_endpoint), PublishConfig()).publish(model(3), 1)
+    (tmp_path / "share" / in_the_way).mkdir(parents=True)
+    w = start_worker(s3_url, s3_endpoint, tmp_path / "w", "w-dir", "--share-dir",
+                     str(tmp_path / "share"))  # fmt: skip
+    try:
+        _, err = w.communicate(timeout=60)
+    finally:
+        w.kill()
+    errors = [line for line in err.splitlines() if " wanrl-s3 worker: " not in line]
+    assert w.returncode == 2 and len(errors) == 1, err
+    assert errors[0].startswith("wanrl-s3: error: ") and in_the_way in errors[0]
+    assert version_in(tmp_path / "w") is None

@@ -10,10 +10,11 @@ import dataclasses
 
 import pytest
 
-from wanrl_s3.cost.cdn import cdn_download_traffic, origin_fetches
+from wanrl_s3.cost.cdn import cdn_download_traffic, cdn_fill_s, origin_fetches
 from wanrl_s3.cost.inputs import CDN_ROWS, PlanInputs
 from wanrl_s3.cost.plan import estimate, evaluate
 from wanrl_s3.cost.prices import PriceBook
+from wanrl_s3.cost.timing import t_bcast_model_s
 from wanrl_s3.cost.traffic import topologies
 from wanrl_s3.errors import UsageError
 
@@ -90,3 +91,22 @@ def test_the_plan_names_the_entries_it_used(inputs_8b: PlanInputs, prices: Price
     assert estimate(r2, prices).price_entries == (
         "storage.r2", "storage.aws", "cdns.cloudflare", "gpus",
     )  # fmt: skip
+
+
+def test_the_edges_fill_adds_two_round_trips_to_the_cdn_rows_only(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    fleet = 11
+    plain = {
+        name: t_bcast_model_s(inputs_8b, name, fleet)
+        for name in ("object_storage_full", "cdn_full", "object_storage_delta", "cdn_delta")
+    }
+    assert plain["cdn_full"] == plain["object_storage_full"]  # left out by default
+    filled = dataclasses.replace(inputs_8b, cdn_fill_rtt_ms=40.0)
+    for kind in ("full", "delta"):
+        bucket = t_bcast_model_s(filled, f"object_storage_{kind}", fleet)
+        assert bucket == plain[f"object_storage_{kind}"]
+        assert t_bcast_model_s(filled, f"cdn_{kind}", fleet) == pytest.approx(bucket + 0.08)
+    assert cdn_fill_s(0.04) == pytest.approx(0.08)
+    with pytest.raises(UsageError, match="cdn_fill_rtt_ms"):
+        dataclasses.replace(inputs_8b, cdn_fill_rtt_ms=-1.0)

@@ -150,3 +150,23 @@ def test_the_batch_boundary_adds_to_every_topology_and_the_terms_sum_to_the_time
     assert later == pytest.approx([t + 0.25 for t in chain])
     with pytest.raises(UsageError, match="batch_wait_s"):
         FetchModel(batch_wait_s=-1.0)
+
+
+class CountedName(str):
+    """A worker name that counts the comparisons made with it."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        CountedName.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_checking_names_is_linear_in_the_fleet() -> None:
+    """A 100,000-row fleet: comparing every name with every other is 10^10 steps (minutes)."""
+    n = 2000
+    CountedName.compared = 0
+    FleetLinks(tuple(WorkerLink(CountedName(f"w{i}"), 1, 1, 1) for i in range(n)))
+    assert CountedName.compared < 10 * n  # pairwise would be n * (n - 1): 4 million

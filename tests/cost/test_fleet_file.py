@@ -75,6 +75,13 @@ def test_optional_fields_default_and_columns_may_come_in_any_order() -> None:
         ('{"workers": [1]}', "f.csv workers[0]: expected an object, got int"),
         ('{"hosts": []}', "f.csv: expected {\"workers\": [ ... ]}, got keys ['hosts']"),
         ("{not json", "f.csv: not JSON"),
+        # what Python's own parsers refuse: each a usage error, never an internal one
+        (
+            f"name,downlink_mbps,uplink_mbps,rtt_ms\n{'a' * 140_000},1,1,1\n",
+            "f.csv line 2: not CSV",
+        ),
+        ('{"workers": [{"downlink_mbps": ' + "9" * 5000 + "}]}", "f.csv: not a fleet file"),
+        ('{"workers": ' + "[" * 100_000 + "]" * 100_000 + "}", "f.csv: not a fleet file"),
     ],
 )
 def test_bad_rows_name_the_row_and_the_field(text: str, message: str) -> None:

@@ -9,9 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wanrl_s3.cost import capacity as cap
-from wanrl_s3.cost.inputs import TOPOLOGIES, PlanInputs
+from wanrl_s3.cost.inputs import SHIPPED_ROWS, TOPOLOGIES, PlanInputs
 from wanrl_s3.cost.plan import estimate, evaluate
 from wanrl_s3.cost.prices import PriceBook
+from wanrl_s3.cost.publication import TYPICAL_FULL_RATIO
 from wanrl_s3.cost.timing import size_fleet, t_bcast_model_s
 from wanrl_s3.errors import InfeasiblePlanError, UsageError
 
@@ -113,7 +114,7 @@ def test_recommendation_is_the_cheapest_feasible_row(
     inputs_8b: PlanInputs, prices: PriceBook
 ) -> None:
     plan = estimate(inputs_8b, prices)
-    feasible = [r for r in plan.by_topology if r.feasible]
+    feasible = [r for r in plan.by_topology if r.feasible and r.shipped]
     assert plan.recommended == min(feasible, key=lambda r: r.total_usd_per_step).name
     assert "star cannot fit the broadcast" in plan.reason
     assert plan.t_bcast_source == plan.recommended
@@ -213,3 +214,54 @@ def test_sized_fleet_is_the_least_fixed_point(
 
         assert needed(fleet) <= fleet
         assert all(needed(n) > n for n in range(max(1, fleet - 50), fleet))
+
+
+def test_routes_wanrl_s3_does_not_ship_are_priced_but_never_recommended(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    """Whole versions only (density 1): the peer chain is the cheapest row, and not shipped."""
+    whole = dataclasses.replace(inputs_8b, density=1.0, full_ratio=TYPICAL_FULL_RATIO)
+    plan = estimate(whole, prices)
+    rows = {r.name: r for r in plan.by_topology}
+    assert {name for name, r in rows.items() if not r.shipped} == {"star", "peer_chain"}
+    assert rows["peer_chain"].feasible
+    assert rows["peer_chain"].total_usd_per_step < rows[plan.recommended].total_usd_per_step
+    assert plan.recommended in SHIPPED_ROWS
+    assert plan.t_bcast_source == plan.recommended
+    assert "peer chain (modelled, not shipped by wanrl-s3) would cost $" in plan.reason
+    assert "--include-unshipped ranks it" in plan.reason
+    ranked = estimate(dataclasses.replace(whole, include_unshipped=True), prices)
+    assert ranked.recommended == "peer_chain"
+    assert "--include-unshipped" not in ranked.reason
+    assert ranked.to_dict()["include_unshipped"] is True
+    assert ranked.to_dict()["by_topology"]["peer_chain"]["shipped"] is False
+
+
+def test_the_gate_names_an_unshipped_route_that_would_fit(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    """Only the modelled peer chain fits a 1100 s window (a small batch keeps its chains
+    short): the plan fails the gate (no route it can deploy fits) and says which flag
+    ranks the chain."""
+    tight = dataclasses.replace(
+        inputs_8b, density=1.0, full_ratio=TYPICAL_FULL_RATIO, t_train_s=550.0, batch=256
+    )
+    with pytest.raises(InfeasiblePlanError) as caught:
+        estimate(tight, prices)
+    assert str(caught.value).endswith(
+        "; peer chain (modelled, not shipped by wanrl-s3) would fit: --include-unshipped ranks it"
+    )
+    assert estimate(dataclasses.replace(tight, include_unshipped=True), prices).recommended == (
+        "peer_chain"
+    )
+
+
+def test_a_measured_broadcast_that_fits_where_no_modelled_row_does(
+    inputs_8b: PlanInputs, prices: PriceBook
+) -> None:
+    """--t-bcast-s says the run fits; the model finds no row that does: a plan, not a crash."""
+    plan = estimate(dataclasses.replace(inputs_8b, t_train_s=30.0, t_bcast_s=10.0), prices)
+    assert not any(r.feasible for r in plan.by_topology)
+    fastest = min((r for r in plan.by_topology if r.shipped), key=lambda r: r.t_bcast_s)
+    assert plan.recommended == fastest.name
+    assert plan.reason.startswith("no topology wanrl-s3 ships fits kappa*T_train = 60 s")

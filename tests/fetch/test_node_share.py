@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from wanrl_s3 import FetchCancelled, Subscriber
-from wanrl_s3.errors import UsageError
+from wanrl_s3.errors import LocalIOError, UsageError
 from wanrl_s3.fetch.node_share import NodeShare
 from wanrl_s3.fetch.watch import WatchConfig, Watcher
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
@@ -217,3 +217,27 @@ def test_a_bad_directory_is_a_usage_error(tmp_path: Path) -> None:
         NodeShare(tmp_path / "file" / "share")
     with pytest.raises(UsageError, match="keep_versions"):
         NodeShare(tmp_path / "ok", keep_versions=0)
+
+
+@pytest.mark.parametrize("in_the_way", ["000000000001.lock", "000000000001.safetensors"])
+def test_a_directory_in_place_of_a_shared_file_is_a_local_io_error(
+    published: tuple, s3_endpoint: str, tmp_path: Path, in_the_way: str
+) -> None:
+    """Not ours to remove, and no retry gets past it: an error naming it, not a retry loop."""
+    url, _ = published
+    (tmp_path / "share" / in_the_way).mkdir(parents=True)
+    with subscriber(url, s3_endpoint) as sub, pytest.raises(LocalIOError) as caught:
+        NodeShare(tmp_path / "share").fetch(sub, 1)
+    assert in_the_way in str(caught.value) and (tmp_path / "share" / in_the_way).is_dir()
+
+
+def test_pruning_leaves_what_is_not_a_file_alone(
+    published: tuple, s3_endpoint: str, tmp_path: Path
+) -> None:
+    share = NodeShare(tmp_path / "share", keep_versions=1)
+    for odd in ("000000000001.lock", ".000000000002.safetensors.tmp-x", "00000000000².lock"):
+        (tmp_path / "share" / odd).mkdir()
+    url, versions = published
+    with subscriber(url, s3_endpoint) as sub:
+        assert same(share.fetch(sub, 2).tensors, versions[2])
+    assert (tmp_path / "share" / "000000000001.lock").is_dir()

@@ -147,3 +147,20 @@ def test_wait_visible_backs_off_then_gives_up_naming_what_is_missing(pair) -> No
             pass
         wait_visible(sub, 1, timeout_s=30, clock=clock)
         assert same(sub.fetch(1).tensors, model(1))
+
+
+def test_a_payload_object_longer_than_its_manifest_says_is_whole(pair) -> None:
+    """Bytes appended to an object are never read (ranges stop at the manifest's sizes) and
+    every byte read is verified: a watcher installs the version, as pull does."""
+    primary, _ = pair
+    state = model(7)
+    Publisher(primary, SMALL).publish(state, 1)
+    for key in [o.key for o in primary.list("v/") if o.key.endswith(".bin")]:
+        primary.put_bytes(key, primary.get_bytes(key) + b"trailing bytes nobody reads")
+    with Subscriber(primary) as sub:
+        assert sub.missing(1) is None
+        w = Watcher(sub, FAST)
+        assert w.poll_once().version == 1
+        assert w.fetch_once() and w.last_error is None
+        w.install()
+    assert same(w._state.installed.tensors, state)  # type: ignore[union-attr]

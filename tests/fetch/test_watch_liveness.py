@@ -9,6 +9,7 @@ version once the store is repaired.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from tests.regions.support import SMALL, model, nudge, same
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.fetch.watch import WatchConfig, Watcher
 from wanrl_s3.format import layout
+from wanrl_s3.format.signing import Signer, Verifier, generate_keypair
 from wanrl_s3.publish.publisher import Publisher
 from wanrl_s3.store import ObjectStore, open_store
 
@@ -164,3 +166,25 @@ def test_a_version_within_the_grace_period_is_not_an_error(store: ObjectStore) -
         wait_for(lambda: w._state.want == 7)
         time.sleep(0.5)
         assert w.last_error is None and w.alive
+
+
+def test_an_expired_latest_of_the_version_held_is_seen_and_clears_on_the_next(
+    store: ObjectStore,
+) -> None:
+    """The publisher stopped (or an old pointer is replayed) while the watcher already holds
+    the version it names: each poll is a 304, and the pointer must still be found expired."""
+    private, public = generate_keypair()
+    expiring = dataclasses.replace(SMALL, latest_expiry_s=2.5)
+    pub = Publisher(store, expiring, signer=Signer(private))
+    state = model(5)
+    pub.publish(state, 1)
+    with Subscriber(store, verifier=Verifier([public])) as sub, Watcher(sub, FAST) as w:
+        install_until(w, 1)
+        wait_for(lambda: "expired" in (w.last_error or ""))
+        failure = w.failure
+        assert failure is not None and failure.what == "poll" and "LATEST (v1)" in failure.message
+        assert w.installed_version == 1 and w.alive  # it keeps the version it has
+        state = nudge(state, 6)
+        pub.publish(state, 2)  # a fresh signed pointer
+        install_until(w, 2)
+        wait_for(lambda: w.last_error is None)

@@ -45,6 +45,15 @@ def install(version: int, at_s: float) -> InstallResult:
         b'{"format": "wanrl-s3/manifest", "worker_id": "w"}',  # another format
         b'{"format": "wanrl-s3/worker-status"}',  # no worker id
         b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "updated_at_s": "soon"}',
+        # what its readers would crash on: each field of the wrong type
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": "x"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": [1]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installs": [{"version": 1}]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "installed_version": "3"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "absences": "ab"}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "last_error": 5}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": 7}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "round_trip_s": NaN}',
     ],
 )
 def test_a_malformed_status_object_raises_a_status_error(data: bytes) -> None:

@@ -1,4 +1,4 @@
-"""benchmarks/wan_fleet.py, its fast part: two shaped hosts, one version, both topologies.
+"""benchmarks/wan_fleet.py, its fast part: two shaped hosts, one version, every topology.
 
 Needs root and Linux network namespaces with tbf; skipped, with the reason, where the
 machine does not allow them. The benchmark's own figures (ten hosts, keyframe and
@@ -51,16 +51,22 @@ def test_two_hosts_one_version_measured_beside_the_planner(tmp_path: Path) -> No
     argv = [sys.executable, str(ROOT / "benchmarks" / "wan_fleet.py"), "--hosts", "2"]
     argv += ["--mib", "2", "--deltas", "0", "--down-mbit", "20", "40", "--rtt-ms", "20", "80"]
     argv += ["--poll-interval-s", "0.2", "--seed", "3", "--json", "--fleet-out", str(fleet_file)]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads(done.stdout)
     assert (report["fleet_size"], report["seed"], len(report["links"])) == (2, 3, 2)
     assert report["uplink_queue"] == "acks-first"  # the default: bare ACKs skip the queue
     rows = {(r["topology"], r["kind"]): r for r in report["results"]}
-    assert set(rows) == {("object_storage", "full"), ("peer_chain", "full")}
+    assert set(rows) == {("object_storage", "full"), ("cdn", "full"), ("peer_chain", "full")}
     for row in rows.values():
         assert row["measured_t_bcast_s"] > 0 and row["predicted_t_bcast_s"] > 0
         assert 0.5 < row["ratio"] < 2.0, row
+    # the CDN phase: two edges, one host each; the bucket sent each edge one copy
+    egress = rows["cdn", "full"]["egress"]
+    assert egress["max_fetches_of_a_slice_per_edge"] == 1
+    assert egress["fill_bytes"] == egress["served_bytes"]  # one worker behind each edge
+    assert egress["fill_bytes"] == pytest.approx(egress["predicted_fill_bytes"], rel=1e-9)
+    assert len(egress["fill_bytes_per_edge"]) == 2
     picks = report["recommendation"]  # the planner, modelled and fed what was measured
     assert len(picks) >= 3 and all(p["predicted"] and p["measured"] for p in picks)
     assert namespaces() <= before  # every namespace it made is gone

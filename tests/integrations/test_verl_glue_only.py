@@ -22,7 +22,6 @@ VERL_ONLY = frozenset({"verl", "ray", "omegaconf", "hydra", "transfer_queue"})
 WITHOUT_VERL = {
     "estimate.py": "plans a verl run from its YAML (python -m wanrl_s3_verl.estimate) "
     "where verl is not installed: a laptop before the run",
-    "trainer_config.py": "reads verl's YAML keys with PyYAML for estimate.py, for the same reason",
 }
 
 

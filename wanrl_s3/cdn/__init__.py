@@ -17,7 +17,13 @@ A signer lives with whoever mints access (the trainer); its
 :meth:`CdnSigner.grant` gives a :class:`CdnGrant` for one run's ``v/`` prefix,
 which is all a worker holds. Keys of the wrong kind, unreadable or malformed
 raise :class:`~wanrl_s3.errors.SigningKeyError` (exit code 2) where they are
-loaded. See docs/cdn.md.
+loaded.
+
+A reader wraps its store in a :class:`CdnReadStore` (manifests and payload
+through the CDN, LATEST and the rest from the store, every byte verified, an
+object the CDN gets wrong read from the store) and hands it to a
+``Subscriber``; its grant comes from a :class:`GrantFile` kept fresh by whoever
+mints them, or from a :class:`MintedGrants` around a signer. See docs/cdn.md.
 """
 
 from __future__ import annotations
@@ -27,11 +33,16 @@ from .cloudcdn import CloudCdnSigner
 from .cloudflare import CloudflareTokenSigner
 from .cloudfront import CloudFrontSigner
 from .grant import CdnGrant
+from .grants import GrantFile, MintedGrants
+from .read import CdnReadStore
 
 __all__ = [
     "CdnGrant",
+    "CdnReadStore",
     "CdnSigner",
     "CloudCdnSigner",
     "CloudFrontSigner",
     "CloudflareTokenSigner",
+    "GrantFile",
+    "MintedGrants",
 ]

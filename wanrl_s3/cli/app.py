@@ -4,7 +4,9 @@ Each subcommand lives in its own module and exposes ``add_parser(subparsers)``,
 which adds its parser and sets ``func=run`` where ``run(args) -> int``. This
 module only wires them together and turns every :class:`WanrlError` into one
 line on stderr and the exit code the error class carries. No traceback ever
-reaches the user; an unexpected exception prints one line and exits 1.
+reaches the user; an unexpected exception prints one line and exits 1. A
+one-shot command's warnings are held until it succeeds (:mod:`.held`), so that
+a failure's stderr is its one error line.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError, WanrlError
+from .held import HeldLines
 from .help import HelpFormatter
 
 # Subcommand modules, imported lazily so `wanrl-s3 estimate` never pays for boto3.
@@ -33,6 +36,11 @@ SUBCOMMANDS: dict[str, str] = {
     "estimate": "wanrl_s3.cli.estimate",
     "prices": "wanrl_s3.cli.prices",
 }
+
+
+# Subcommands that run until stopped and log as they go (their own logging set-up): their
+# lines go out at once. Every other command's warnings are held (see HeldLines).
+LOGGING_COMMANDS = frozenset({"worker", "relay"})
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +78,7 @@ def _quiet_libraries() -> None:
     A subcommand that logs at INFO (the worker) would otherwise print them
     around its own lines, and before an error line that must stand alone.
     """
-    for name in ("botocore", "boto3", "s3transfer"):
+    for name in ("botocore", "boto3", "s3transfer", "urllib3"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
@@ -88,7 +96,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         argv = list(sys.argv[1:] if argv is None else argv)
         args = build_parser(argv).parse_args(argv)
-        return int(args.func(args) or 0)
+        if args.command in LOGGING_COMMANDS:
+            return int(args.func(args) or 0)
+        with HeldLines() as held:
+            code = int(args.func(args) or 0)
+        for line in held.lines:  # reached only when the command did not raise
+            print(line, file=sys.stderr)
+        return code
     except WanrlError as exc:
         print(f"wanrl-s3: error: {exc}", file=sys.stderr)
         return exc.exit_code

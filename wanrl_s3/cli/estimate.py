@@ -28,6 +28,8 @@ from ..cost.publication import COMMIT_ROUND_TRIPS, TYPICAL_FULL_RATIO
 from ..errors import UsageError
 from .estimate_fleet import add_fleet_flags, fleet_overrides
 from .estimate_report import render_text
+from .estimate_requests import add_request_flags, request_report
+from .held import tell
 
 _SUFFIX = {"": 1.0, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 _COUNT = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMBGT]?)\s*$", re.IGNORECASE)
@@ -75,10 +77,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_publication_flags(parser)
     _add_money_flags(parser)
     add_fleet_flags(parser)
+    add_request_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="print one JSON object")
     out.add_argument(
         "--plot", metavar="FILE.png", help="draw T_bcast and cost per run against the fleet size"
+    )
+    out.add_argument(
+        "--include-unshipped",
+        action="store_true",
+        help="rank the routes wanrl-s3 models but does not ship (the star, the peer chain) "
+        "with the others (default: they are priced for comparison, never recommended)",
     )
     parser.set_defaults(func=run)
     return parser
@@ -300,6 +309,14 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         help="edge caches that each fetch a version once",
     )
     g.add_argument(
+        "--cdn-fill-rtt-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="an edge's round trip to the bucket on a miss, ms; the CDN rows' T_bcast waits "
+        "for two (the manifest, the payload's first slice); 0 leaves them out",
+    )
+    g.add_argument(
         "--no-free-tier",
         dest="free_tier",
         action="store_false",
@@ -363,7 +380,8 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction",
+    "cdn_fill_rtt_ms",
+    "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction", "include_unshipped",
 )  # fmt: skip
 
 
@@ -373,13 +391,14 @@ def run(args: argparse.Namespace, today: date | None = None) -> int:
     prices = load_prices(args.prices)
     prices.provider(inputs.provider)  # fail on a bad name before any arithmetic
     plan = estimate(inputs, prices)
+    request_lines, request_warnings, requests = request_report(plan, prices, args.read_limit_per_s)
     stale = stale_warning(prices, plan.price_entries, today or date.today())
-    for warning in (*plan.warnings, *filter(None, [stale])):
-        print(f"wanrl-s3: warning: {warning}", file=sys.stderr)
+    for warning in (*plan.warnings, *request_warnings, *filter(None, [stale])):
+        tell(f"wanrl-s3: warning: {warning}")
     if args.json:  # the table first: a plot that cannot be written must not lose it
-        print(json.dumps(plan.to_dict(), indent=2))
+        print(json.dumps({**plan.to_dict(), "requests": requests}, indent=2))
     else:
-        print(render_text(plan, prices))
+        print(render_text(plan, prices, request_lines))
     if args.plot:
         from .estimate_plot import plot_plan
 

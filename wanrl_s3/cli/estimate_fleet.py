@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from ..cost.fleet import DEFAULT_INSTALL_MB_PER_S, FleetLinks
 from ..cost.fleet_file import parse_fleet
 from ..errors import UsageError, WanrlError
+from .held import tell
 
 MAX_FLEET_FILE_BYTES = 64 << 20
 
@@ -110,11 +110,23 @@ def _fleet_from_status(url: str, endpoint_url: str | None) -> FleetLinks:
             return None  # collected since: the default install rate applies
 
     found = measured_fleet(read_statuses(store), raw_bytes_of, time.time(), EXPIRE_AFTER_S)
-    for reason in found.skipped:
-        print(f"wanrl-s3: warning: --from-status left out {reason}", file=sys.stderr)
+    left_out = _left_out(found.skipped)
     if found.fleet is None:
-        raise UsageError(f"--from-status {url}: no live worker has measured a download yet")
+        raise UsageError(
+            f"--from-status {url}: no live worker has measured a download yet"
+            + (f" ({left_out})" if left_out else "")
+        )
+    if left_out:
+        tell(f"wanrl-s3: warning: --from-status {left_out}")
     return found.fleet
+
+
+def _left_out(skipped: tuple[str, ...], shown: int = 5) -> str:
+    """The workers left out and why, in one line (the first ``shown`` named)."""
+    if not skipped:
+        return ""
+    more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    return f"left out {len(skipped)} workers: " + "; ".join(skipped[:shown]) + more
 
 
 def fleet_overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -1,8 +1,7 @@
 """Broadcast time and cost per run against fleet size, one line per topology.
 
-matplotlib is optional (``wanrl-s3[plot]``) and imported only here, inside the
-function, so the estimate itself never pays for it. We draw on a bare
-``Figure`` rather than through pyplot: no global state, no GUI backend.
+matplotlib is optional (``wanrl-s3[plot]``) and imported only when the plot is
+drawn (cli/figures.py), so the estimate itself never pays for it.
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ from pathlib import Path
 from ..cost.plan import Plan, sweep
 from ..cost.prices import PriceBook
 from ..cost.topology import star_unlimited_s
-from ..errors import UsageError
+from .figures import new_figure, save_png
 
 #: At most this many fleet sizes per line; larger fleets are sampled evenly.
 MAX_POINTS = 200
@@ -27,12 +26,8 @@ def fleet_axis(plan: Plan) -> range:
 
 def plot_plan(plan: Plan, prices: PriceBook, path: str | Path) -> Path:
     """Write the two-panel PNG and return its path."""
-    try:
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        raise UsageError("--plot needs matplotlib: pip install 'wanrl-s3[plot]'") from exc
     i, sizes = plan.inputs, fleet_axis(plan)
-    fig = Figure(figsize=(10.0, 7.0), layout="constrained")
+    fig = new_figure(10.0, 7.0)
     t_ax, usd_ax = fig.subplots(2, 1, sharex=True)
     for chosen in plan.by_topology:
         rows = sweep(i, prices, chosen.name, sizes)
@@ -55,10 +50,4 @@ def plot_plan(plan: Plan, prices: PriceBook, path: str | Path) -> Path:
     fig.legend(loc="outside right center", fontsize="small")
     usd_ax.set_ylabel(f"cost per run, {i.steps} steps (USD)")
     usd_ax.set_xlabel("fleet size (workers); o = sized fleet, x = gate fires")
-    out = Path(path)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, format="png", dpi=110)
-    except OSError as exc:
-        raise UsageError(f"cannot write plot {out}: {exc.strerror or exc}") from exc
-    return out
+    return save_png(fig, path)

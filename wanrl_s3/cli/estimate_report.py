@@ -6,6 +6,10 @@ command prints without going through argparse.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..cost.cdn import FILL_ROUND_TRIPS
+from ..cost.inputs import UNSHIPPED
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
 from ..cost.timing import publish_s
@@ -31,7 +35,7 @@ def _feasible(row: TopologyEstimate) -> str:
 
 def _cells(row: TopologyEstimate) -> tuple[str, ...]:
     return (
-        row.label,
+        row.label if row.shipped else f"{row.label} *",
         f"{row.t_bcast_s:.0f} s",
         _feasible(row),
         "-" if row.workers_needed is None else str(row.workers_needed),
@@ -49,7 +53,8 @@ def _line(cells: tuple[str, ...]) -> str:
 
 def render_table(plan: Plan) -> str:
     """One row per topology; "needed" is the fleet each one needs, "short" a fixed fleet
-    below it (explained under the table)."""
+    below it (explained under the table); a row wanrl-s3 does not ship is starred, and a
+    last line says what the star means."""
     lines = [_line(_COLUMNS), *(_line(_cells(r)) for r in plan.by_topology)]
     short = [r for r in plan.by_topology if is_short(r)]
     if short:
@@ -58,6 +63,14 @@ def render_table(plan: Plan) -> str:
             f"{count(short[0].fleet_workers, 'worker')} is smaller than needed: the learner "
             "waits for trajectories (see the warnings)"
         )
+    unshipped = [r.label for r in plan.by_topology if not r.shipped]
+    if unshipped:
+        ranked = (
+            "ranked with the others (--include-unshipped)"
+            if plan.inputs.include_unshipped
+            else "for comparison, never recommended (--include-unshipped ranks them)"
+        )
+        lines.append(f"* {', '.join(unshipped)}: {UNSHIPPED}; {ranked}")
     return "\n".join(lines)
 
 
@@ -170,21 +183,30 @@ def _cdn_line(plan: Plan) -> list[str]:
     """How the CDN rows were modelled, or nothing when no CDN fronts the provider."""
     if plan.cdn_display is None:
         return []
-    edges = plan.inputs.cdn_edges
+    edges, fill_ms = plan.inputs.cdn_edges, plan.inputs.cdn_fill_rtt_ms
+    fills = (
+        f"; its first readers at an edge wait {FILL_ROUND_TRIPS} x {fill_ms:g} ms for the edge's "
+        "fetches (--cdn-fill-rtt-ms)"
+        if fill_ms
+        else ""
+    )
     return [
         f"cdn: {plan.cdn_display} in front of the bucket, {edges} edges: each version leaves "
-        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every worker"
+        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every "
+        f"worker{fills}"
     ]
 
 
-def render_text(plan: Plan, prices: PriceBook) -> str:
-    """The whole human report: assumptions, the table, the recommendation."""
+def render_text(plan: Plan, prices: PriceBook, notes: Sequence[str] = ()) -> str:
+    """The whole human report: assumptions, the table, ``notes`` (the request rates), the
+    recommendation."""
     return "\n".join(
         [
             *_header(plan, prices),
             "",
             render_table(plan),
             "",
+            *([*notes, ""] if notes else []),
             f"recommendation: {plan.reason}",
         ]
     )

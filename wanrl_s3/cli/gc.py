@@ -14,13 +14,14 @@ from .common import (
     human_bytes,
     roles_from_args,
 )
+from .held import tell
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "gc", help="garbage-collect old versions and leftovers", description=__doc__
     )
-    add_store_args(p, required=False)
+    add_store_args(p, required=False, reader=False)
     add_regions_arg(
         p,
         "collect every region the publisher or relay writes (replicate mode: the primary "
@@ -52,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
         where: collect(store, policy, dry_run=args.dry_run)
         for where, store in roles_from_args(args).collect().items()
     }
+    for where, report in reports.items():
+        if report.unreadable_versions:
+            tell(f"wanrl-s3: warning: {where}: {_unreadable(report.unreadable_versions)}")
     if args.json:
         emit_json({where: dataclasses.asdict(r) for where, r in reports.items()})
         return 0
@@ -69,4 +73,13 @@ def describe(report: GcReport) -> str:
         f"{count(report.deleted_objects, 'object')} ({human_bytes(report.deleted_bytes)}, "
         f"{report.orphan_objects} orphaned); {abort} "
         f"{count(report.aborted_uploads, 'stale upload')}"
+    )
+
+
+def _unreadable(found: dict[int, str]) -> str:
+    first = min(found)
+    more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+    return (
+        f"left the manifest of v{first}{more} alone: it cannot be read ({found[first]}); "
+        "delete it by hand if it is junk"
     )

@@ -75,6 +75,14 @@ def _storage_lines(entry: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def _limit_lines(entry: Mapping[str, Any]) -> list[str]:
+    one = entry.get("object_read_per_s")
+    return [
+        f"{entry['read_per_s']:,} read and {entry['write_per_s']:,} write requests a second "
+        f"per {entry['scope']} before 503s" + (f"; one object: {one:,} a second" if one else "")
+    ]
+
+
 def _cdn_lines(entry: Mapping[str, Any]) -> list[str]:
     unit = _unit(entry)
     origins = ", ".join(f"{k} {_usd(v)}/{unit}" for k, v in entry["origins"].items())
@@ -113,6 +121,11 @@ def render_table(doc: Mapping[str, Any], book: PriceBook, today: date) -> str:
         for name, entry in table.items():
             key = f"{section}.{name}"
             out += ["", *_block(key, entry, lines(entry), is_stale(entries[key], today))]
+            limits = entry.get("request_limits") if section == "storage" else None
+            if limits is not None:
+                key += ".request_limits"
+                stale = is_stale(entries[key], today)
+                out += ["", *_block(key, limits, _limit_lines(limits), stale)]
     gpus = doc["gpus"]
     rates = ", ".join(f"{k} {_usd(v)}" for k, v in gpus["usd_per_hour"].items())
     out += ["", *_block("gpus", gpus, [f"per hour: {rates}"], is_stale(entries["gpus"], today))]

@@ -12,7 +12,6 @@ the published file: its header is written anew, with ``wanrl_s3.version`` and
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..errors import UsageError
@@ -21,6 +20,7 @@ from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import wait_visible
 from ..io.malloc import return_big_buffers
 from ..units import count
+from .cdn import add_cdn_args, cdn_reader
 from .common import (
     add_read_concurrency_arg,
     add_region_arg,
@@ -33,6 +33,7 @@ from .common import (
     subscriber_from_args,
     version_arg,
 )
+from .held import tell
 from .progress import ProgressBar
 
 
@@ -79,6 +80,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--fsync", action="store_true", help="flush the file to disk before renaming it into place"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_cdn_args(p)
     p.set_defaults(func=run)
 
 
@@ -86,20 +88,18 @@ def run(args: argparse.Namespace) -> int:
     return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
     if args.region and not args.regions:
         raise UsageError("--region picks one region of --regions FILE; give --regions too")
+    through_cdn = cdn_reader(args)
     store, _, choice = store_to_read(args)
+    store = through_cdn(store)
     if choice is not None:
-        print(f"reading from region {choice.region} ({store.url})", file=sys.stderr)
+        tell(f"read from region {choice.region} ({store.url})")
     start = time.monotonic()
     with subscriber_from_args(args, store, concurrency=args.concurrency) as sub:
         have = _have(sub, args.have)
         version = sub.resolve(args.version)
         have_version = None if have is None else have.version
         if choice is not None and not sub.is_visible(version, have_version):
-            print(
-                f"v{version} is not yet whole in region {choice.region} (replicating): "
-                f"waiting up to {args.visible_timeout_s:g} s",
-                file=sys.stderr,
-            )
+            tell(f"v{version} was not yet whole in region {choice.region} (replicating): waited")
             wait_visible(sub, version, have_version, timeout_s=args.visible_timeout_s)
         plan = sub.plan(version, None if have is None else have.version)
         bar = ProgressBar(plan.download_bytes, f"pull v{version}")
@@ -140,5 +140,5 @@ def _have(sub: Subscriber, path: str | None) -> Snapshot | None:
         return None
     have = local_snapshot(path, sub)
     if have is None:
-        print(f"{path} holds no published version: pulling in full", file=sys.stderr)
+        tell(f"{path} holds no published version: pulled in full")
     return have

@@ -5,12 +5,13 @@ worker reached it when it installed it or anything newer; the first report
 that measures a version's T_bcast freezes it in the bucket (fleet/bcast.py,
 docs/operations.md). Workers silent for ``--expire-after-s`` are listed as
 expired, never as lagging; ``--prune`` deletes their status objects.
+``--plot FILE.png`` draws the versions each worker held over time (failures
+marked) and T_bcast per version, for the fleet and per region.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from ..fleet.bcast import (
@@ -25,6 +26,7 @@ from ..fleet.bcast import (
 from ..fleet.status import read_statuses
 from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
+from .held import tell
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
@@ -58,6 +60,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         default=EXPIRE_AFTER_S,
         metavar="S",
         help="a worker silent this many seconds is gone (workers write at least every 60 s)",
+    )
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="also draw versions per worker over time (failures marked) and T_bcast at "
+        "--fraction per version and region into FILE.png (default: no plot; needs "
+        "matplotlib: pip install 'wanrl-s3[plot]')",
     )
     p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
     p.add_argument(
@@ -101,11 +111,19 @@ def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     measured = measure(args, now_s)
     if measured.freeze_error:
-        print(f"wanrl-s3: warning: {measured.freeze_error}", file=sys.stderr)
-    if args.json:
+        tell(f"wanrl-s3: warning: {measured.freeze_error}")
+    if args.json:  # the report first: a plot that cannot be written must not lose it
         emit_json({**measured.report.to_dict(), "now_s": now_s})
-        return 0
-    print(render(measured.report, now_s, pruned=args.prune))
+    else:
+        print(render(measured.report, now_s, pruned=args.prune))
+    if args.plot:
+        from .status_plot import plot_status
+
+        written = plot_status(measured.report, args.plot)
+        if args.json:  # stdout is the JSON alone
+            tell(f"plot written to {written}")
+        else:
+            print(f"plot written to {written}")
     return 0
 
 

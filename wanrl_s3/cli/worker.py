@@ -24,6 +24,16 @@ be made (another file system, a file system without links) the file is copied,
 and the log says why once. With ``--share-dir`` the staged files live there,
 ``--keep-versions`` of them (they are the share's), and are linked the same way.
 
+Where ``--share-dir`` is on another file system than DIR (a tmpfs such as
+/dev/shm beside a DIR on disk), no hard link can cross: the worker says so once
+at start, and every install is a copy. To install without one, put DIR on the
+share's file system, or have the engine load the share's file itself: its path
+is WANRL_S3_SHARE_PATH in CMD's environment.
+
+With ``--metrics-port PORT`` it serves Prometheus metrics (docs/operations.md,
+"Metrics"): installed version, versions behind LATEST, bytes and seconds per
+download, verify and install, failures by kind, last error age, poll latency.
+
 With ``--regions FILE`` the worker reads from one region: ``--region NAME``,
 or (``auto``) the one measured fastest at start-up. Versions that its region
 shows before replication has copied all of them are waited for, never read
@@ -47,17 +57,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..cdn import CdnReadStore
 from ..errors import StoreError, UsageError
 from ..fetch.install_dir import DirectoryInstaller, make_dir
 from ..fetch.subscriber import Subscriber
-from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher
+from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher, WatchObserver
+from ..fetch.watch.observer import IGNORE
 from ..fleet.status import StatusReporter
 from ..format.layout import LATEST_KEY
 from ..io.malloc import return_big_buffers
+from ..metrics.worker import WorkerMetrics
 from ..regions.config import RegionsConfig
 from ..regions.failover import FailoverConfig, RegionFailover
 from ..regions.probe import RegionChoice
 from ..store import ObjectStore
+from .cdn import add_cdn_args, cdn_reader
 from .common import (
     add_read_concurrency_arg,
     add_region_arg,
@@ -69,6 +83,7 @@ from .common import (
     store_to_read,
     subscriber_from_args,
 )
+from .metrics_args import add_metrics_args, metrics_from_args
 
 log = logging.getLogger("wanrl_s3.worker")
 
@@ -81,7 +96,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         p,
         required=False,
         verify="install only versions signed by one of these keys: an unsigned or forged "
-        "one is refused (logged, retried; nothing installed)",
+        "one is refused (logged, retried; nothing installed); a changed file is reloaded "
+        "at the next read",
     )
     add_regions_arg(p, "read from one of its regions")
     add_region_arg(p, "a label recorded in the status object")
@@ -142,6 +158,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         metavar="N",
         help="stop after N installs, for scripts and tests (default: run until stopped)",
     )
+    add_cdn_args(p)
+    add_metrics_args(p, "worker")
     p.set_defaults(func=run)
 
 
@@ -163,8 +181,22 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s wanrl-s3 worker: %(message)s"
     )
+    with metrics_from_args(args, WorkerMetrics.of, log) as metrics:  # before any network time
+        _watch(args, out_dir, failover_config, metrics or IGNORE)
+    return 0
+
+
+def _watch(
+    args: argparse.Namespace,
+    out_dir: Path,
+    failover_config: FailoverConfig | None,
+    observer: WatchObserver,
+) -> None:
+    """Keep ``out_dir`` at the newest version until stopped (the worker itself)."""
     worker_id = args.worker_id or _default_worker_id(out_dir)
+    through_cdn = cdn_reader(args)
     store, regions, choice = store_to_read(args, max_lag_versions=args.max_lag_versions)
+    reading = through_cdn(store)  # checked before the status object is written
     region = (args.region or "") if choice is None else choice.region
     reporter = StatusReporter(store, worker_id, region)
     _report(reporter.resume, round_trip_s=_round_trip_s(store))
@@ -177,10 +209,10 @@ def run(args: argparse.Namespace) -> int:
         keep_versions=args.keep_versions or 3,
     )
     with (
-        subscriber_from_args(args, store, concurrency=args.concurrency) as sub,
-        DirectoryInstaller(sub, out_dir, config) as installer,
+        subscriber_from_args(args, reading, concurrency=args.concurrency) as sub,
+        DirectoryInstaller(sub, out_dir, config, observer=observer) as installer,
     ):
-        _say_watching(worker_id, store, region, installer)
+        _say_watching(worker_id, reading, region, installer)
         failover = None
         if regions is not None and choice is not None and failover_config is not None:
             failover = _failover(
@@ -193,17 +225,18 @@ def run(args: argparse.Namespace) -> int:
             if failover is not None:
                 failover.close()
     log.info("%s stopped", worker_id)
-    return 0
 
 
 def _say_watching(
     worker_id: str, store: ObjectStore, region: str, installer: DirectoryInstaller
 ) -> None:
     held = installer.found_version
+    cdn = store.cdn_url if isinstance(store, CdnReadStore) else None
     log.info(
-        "%s watching %s%s; %s",
+        "%s watching %s%s%s; %s",
         worker_id,
         store.url,
+        f" through the CDN at {cdn}" if cdn else "",
         f" (region {region})" if region else "",
         "holding no version yet"
         if held is None
@@ -231,7 +264,7 @@ def _serve(
             installer.check()
             _report(reporter.heartbeat)
             if failover is not None:
-                failover.maybe_check()
+                _check_region(failover, installer.watcher)
             _report_failures(reporter, installer.watcher, failover)
             ready = installer.wait_ready(timeout_s=0.5)
             if ready is None:
@@ -242,12 +275,20 @@ def _serve(
             if result is None:
                 continue
             installs += 1
-            _after_install(args, installer.path, result, reporter)
+            _after_install(args, installer, result, reporter)
             if args.exit_after is not None and installs >= args.exit_after:
                 return
     except Exception as exc:
         _report(reporter.error, f"stopped while {doing}: {exc}")
         raise
+
+
+def _check_region(failover: RegionFailover, watcher: Watcher) -> None:
+    """A region check when due; a failure it records is told to the watcher's observer."""
+    before = failover.failure
+    failover.maybe_check()
+    if failover.failure is not None and failover.failure is not before:
+        watcher.observer.failed(failover.failure)
 
 
 def _report_failures(
@@ -316,7 +357,10 @@ def _report(write: Callable[..., object], *args: object, **kwargs: object) -> No
 
 
 def _after_install(
-    args: argparse.Namespace, model_file: Path, result: InstallResult, reporter: StatusReporter
+    args: argparse.Namespace,
+    installer: DirectoryInstaller,
+    result: InstallResult,
+    reporter: StatusReporter,
 ) -> None:
     log.info(
         "installed v%d: %s; %.2f s download + %.2f s verify + %.2f s write; "
@@ -333,13 +377,17 @@ def _after_install(
         env = {
             **os.environ,
             "WANRL_S3_VERSION": str(result.version),
-            "WANRL_S3_PATH": str(model_file),
+            "WANRL_S3_PATH": str(installer.path),
         }
+        if args.share_dir:  # the share's own file: an engine may load it instead (no copy)
+            env["WANRL_S3_SHARE_PATH"] = str(installer.watcher.staged_path(result.version))
         # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
         done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602
         if done.returncode != 0:
             error = f"--on-install exited {done.returncode} after v{result.version}"
             log.warning("%s", error)
+            watcher = installer.watcher
+            watcher.observer.failed(Failure("on_install", error, watcher.clock.time()))
     _report(reporter.installed, result)
     if error:
         _report(reporter.error, error)

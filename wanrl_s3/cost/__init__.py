@@ -21,7 +21,7 @@ from .capacity import (
     usable_rollouts_per_s,
     workers_needed,
 )
-from .cdn import DEFAULT_EDGES, cdn_download_traffic, origin_fetches
+from .cdn import DEFAULT_EDGES, FILL_ROUND_TRIPS, cdn_download_traffic, cdn_fill_s, origin_fetches
 from .egress import (
     RunPricing,
     Traffic,
@@ -60,9 +60,28 @@ from .gpu import (
 )
 from .inputs import TOPOLOGIES, PlanInputs
 from .learner import LearnerIdle, learner_idle
+from .model_size import params_from_hf_config
 from .plan import Plan, TopologyEstimate, estimate, evaluate
-from .prices import CdnPrices, PriceBook, Provenance, StoragePrices, load_prices, parse_prices
+from .prices import (
+    CdnPrices,
+    PriceBook,
+    Provenance,
+    RequestLimits,
+    StoragePrices,
+    load_prices,
+    parse_prices,
+)
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .requests import (
+    READ_REQUEST_MB,
+    ReadRates,
+    RequestLoad,
+    payload_reads,
+    polls_per_month,
+    read_rates,
+    request_load,
+    request_loads,
+)
 from .timing import size_fleet
 from .topology import (
     chain_count,
@@ -77,6 +96,8 @@ from .topology import (
 
 __all__ = [
     "DEFAULT_EDGES",
+    "FILL_ROUND_TRIPS",
+    "READ_REQUEST_MB",
     "STALE_AFTER_MONTHS",
     "TOPOLOGIES",
     "TYPICAL_FULL_RATIO",
@@ -89,6 +110,9 @@ __all__ = [
     "PlanInputs",
     "PriceBook",
     "Provenance",
+    "ReadRates",
+    "RequestLimits",
+    "RequestLoad",
     "RunPricing",
     "StalenessBudget",
     "StoragePrices",
@@ -103,6 +127,7 @@ __all__ = [
     "break_even_workers",
     "bubble_ratio",
     "cdn_download_traffic",
+    "cdn_fill_s",
     "chain_count",
     "chain_fleet_s",
     "chain_layout",
@@ -125,9 +150,15 @@ __all__ = [
     "object_storage_worker_s",
     "object_storage_worker_terms",
     "origin_fetches",
+    "params_from_hf_config",
     "parse_fleet",
     "parse_prices",
     "payload_gb",
+    "payload_reads",
+    "polls_per_month",
+    "read_rates",
+    "request_load",
+    "request_loads",
     "requests_usd",
     "require_dropped_fraction",
     "required_pool_rollouts_per_s",

@@ -17,17 +17,29 @@ model, per version:
   fetches hit the bucket. LATEST is *not* cached (a stale pointer would hide new
   versions), so its per-version read and the polling stay on the bucket.
 
-Broadcast time is modelled as the bucket's: an edge fills at least as fast as
-one worker downloads, so the last worker finishes when it would from the bucket.
+Broadcast time is modelled as the bucket's, plus the edge's fill: an edge
+fills at least as fast as one worker downloads, so the bytes arrive when they
+would from the bucket, but a version's first readers at an edge wait for its
+fetches from the bucket, :data:`FILL_ROUND_TRIPS` in sequence (the manifest,
+then the payload's first slice; later slices fill while the worker's slower
+link drains the first). ``--cdn-fill-rtt-ms`` is that fetch's round trip
+(default 0: left out).
 """
 
 from __future__ import annotations
 
-from ..units import require_int
+from ..units import require_int, require_non_negative
 from .egress import Traffic, chunk_count
 
 #: Edge caches a fleet spread over one continent typically reaches (an assumption, not a price).
 DEFAULT_EDGES = 8
+#: Fetches from the bucket a version's first reader at an edge waits for, one after the other.
+FILL_ROUND_TRIPS = 2
+
+
+def cdn_fill_s(fill_rtt_s: float) -> float:
+    """What a CDN adds to a bucket row's T_bcast: the edge's fetches on a miss, in sequence."""
+    return FILL_ROUND_TRIPS * require_non_negative("cdn_fill_rtt_s", fill_rtt_s)
 
 
 def origin_fetches(workers: int, edges: int) -> int:

@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -54,7 +55,10 @@ def parse_fleet(text: str, source: str) -> FleetLinks:
 
 def _csv_rows(text: str, source: str) -> list[tuple[str, Mapping[str, Any]]]:
     reader = csv.reader(io.StringIO(text))
-    lines = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    try:
+        lines = [(reader.line_num, row) for row in reader if any(cell.strip() for cell in row)]
+    except csv.Error as exc:  # a field past the csv module's limit (128 KiB), a stray NUL
+        raise UsageError(f"{source} line {reader.line_num}: not CSV ({exc})") from exc
     if not lines:
         raise UsageError(f"{source}: empty; expected a header line: {','.join(REQUIRED)}")
     _, header = lines[0]
@@ -75,6 +79,11 @@ def _json_rows(text: str, source: str) -> list[tuple[str, Mapping[str, Any]]]:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{source}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except RecursionError:
+        raise UsageError(f"{source}: not a fleet file (JSON nested too deep)") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        limit = sys.get_int_max_str_digits()
+        raise UsageError(f"{source}: not a fleet file (a number of over {limit} digits)") from exc
     if not isinstance(doc, dict) or set(doc) != {"workers"} or not isinstance(doc["workers"], list):
         got = f"keys {sorted(doc)}" if isinstance(doc, dict) else type(doc).__name__
         raise UsageError(f'{source}: expected {{"workers": [ ... ]}}, got {got}')

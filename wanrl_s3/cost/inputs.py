@@ -37,6 +37,11 @@ LABELS = {
 }
 #: Rows served through object storage (uploads, retained versions), with or without a CDN.
 BUCKET_ROWS = ("object_storage_full", "object_storage_delta", "cdn_full", "cdn_delta")
+#: The routes wanrl-s3 ships (``pull``/``worker``, with ``--cdn-url`` for the CDN rows): the
+#: only ones recommended unless ``include_unshipped``. The others are modelled for comparison.
+SHIPPED_ROWS = BUCKET_ROWS
+#: How the report labels a row wanrl-s3 does not ship.
+UNSHIPPED = "modelled, not shipped by wanrl-s3"
 CDN_ROWS = ("cdn_full", "cdn_delta")
 DELTA_ROWS = ("object_storage_delta", "cdn_delta")
 #: The trainer's link is bought flat (no per-GB egress), e.g. an on-premises uplink.
@@ -78,6 +83,8 @@ class PlanInputs:
     poll_interval_s: float = 10.0
     cdn: str | None = None
     cdn_edges: int = DEFAULT_EDGES
+    # An edge's round trip to the bucket on a miss, ms; the CDN rows wait for two (cdn.py).
+    cdn_fill_rtt_ms: float = 0.0
     replica_regions: tuple[str, ...] = ()
     free_tier: bool = True
     # A heterogeneous fleet (--fleet / --from-status): T_bcast at bcast_fraction of it.
@@ -97,6 +104,9 @@ class PlanInputs:
     # benchmarks/wan_fleet.py): replaces that row's model, so the recommendation can be
     # checked against what was measured. Only with a fixed fleet (workers or fleet).
     measured_t_bcast_s: tuple[tuple[str, float], ...] = ()
+    # Rank the modelled routes wanrl-s3 does not ship (the star, the peer chain) too; by
+    # default they are priced for comparison and never recommended.
+    include_unshipped: bool = False
 
     def __post_init__(self) -> None:
         topology.payload_gb(self.params, self.bytes_per_param, self.density)
@@ -116,6 +126,7 @@ class PlanInputs:
                 f"got {self.regions} (leave --region-count out when naming --replica-regions)"
             )
         require_non_negative("replication_lag_s", self.replication_lag_s)
+        require_non_negative("cdn_fill_rtt_ms", self.cdn_fill_rtt_ms)
         require_non_negative("relay_usd_per_gb", self.relay_usd_per_gb)
         if self.upload_mbps is not None:
             require_positive("upload_mbps", self.upload_mbps)

@@ -17,7 +17,7 @@ from ..units import count
 from . import capacity as cap
 from . import topology
 from .gpu import hourly_usd
-from .inputs import BUCKET_ROWS, FLAT_RATE, LABELS, TOPOLOGIES, PlanInputs
+from .inputs import BUCKET_ROWS, FLAT_RATE, LABELS, SHIPPED_ROWS, TOPOLOGIES, UNSHIPPED, PlanInputs
 from .prices import PriceBook
 from .timing import (
     max_feasible_density,
@@ -51,6 +51,7 @@ class TopologyEstimate:
     storage_usd_per_run: float
     gpu_usd_per_step: float
     total_usd_per_step: float
+    shipped: bool  # a route wanrl-s3 ships (SHIPPED_ROWS); the others are modelled only
 
     def __post_init__(self) -> None:
         if self.name not in LABELS:
@@ -121,6 +122,7 @@ class Plan:
             "price_entries": list(self.price_entries),
             "cdn": self.cdn_display,
             "recommended": self.recommended,
+            "include_unshipped": i.include_unshipped,
             "reason": self.reason,
             "warnings": list(self.warnings),
             "by_topology": {t.name: t.to_dict() for t in self.by_topology},
@@ -158,6 +160,7 @@ def evaluate(inputs: PlanInputs, prices: PriceBook, name: str, workers: int) -> 
         step_s=step_s,
         gpu_usd_per_step=gpu_step,
         total_usd_per_step=gpu_step + other_run / i.steps,
+        shipped=name in SHIPPED_ROWS,
         **asdict(costs),
     )
 
@@ -190,14 +193,35 @@ def infeasible_error(
     return InfeasiblePlanError(message)
 
 
-def _recommend(rows: tuple[TopologyEstimate, ...], window_s: float) -> tuple[str, str]:
-    ok = sorted((r for r in rows if r.feasible), key=lambda r: (r.total_usd_per_step, r.t_bcast_s))
-    best = ok[0]
-    reason = (
-        f"{best.label} is the cheapest feasible topology at ${best.total_usd_per_step:,.2f}/step"
+def _recommend(
+    rows: tuple[TopologyEstimate, ...], window_s: float, include_unshipped: bool
+) -> tuple[str, str]:
+    """The cheapest feasible ranked row, and why; only shipped rows are ranked unless asked."""
+    kind = "topology" if include_unshipped else "topology wanrl-s3 ships"
+    ranked = [r for r in rows if r.shipped or include_unshipped]
+    ok = sorted(
+        (r for r in ranked if r.feasible), key=lambda r: (r.total_usd_per_step, r.t_bcast_s)
     )
+    if not ok:  # only a measured T_bcast (--t-bcast-s) fits: the model has no feasible row
+        fastest = min(ranked, key=lambda r: r.t_bcast_s)
+        return fastest.name, (
+            f"no {kind} fits kappa*T_train = {window_s:.0f} s in the model, though the measured "
+            f"T_bcast does; {fastest.label} is the fastest modelled ({fastest.t_bcast_s:.0f} s)"
+        )
+    best = ok[0]
+    reason = f"{best.label} is the cheapest feasible {kind} at ${best.total_usd_per_step:,.2f}/step"
     if len(ok) > 1:
         reason += f" (next: {ok[1].label} at ${ok[1].total_usd_per_step:,.2f}/step)"
+    cheaper = [
+        r
+        for r in rows
+        if r.feasible and r not in ok and r.total_usd_per_step < best.total_usd_per_step
+    ]
+    for r in cheaper:
+        reason += (
+            f"; {r.label} ({UNSHIPPED}) would cost ${r.total_usd_per_step:,.2f}/step: "
+            "--include-unshipped ranks it"
+        )
     blocked = [r.label for r in rows if not r.feasible]
     if blocked:
         reason += (
@@ -205,6 +229,17 @@ def _recommend(rows: tuple[TopologyEstimate, ...], window_s: float) -> tuple[str
             f"{window_s:.0f} s"
         )
     return best.name, reason
+
+
+def _unshipped_fit(inputs: PlanInputs, rows: tuple[TopologyEstimate, ...]) -> str:
+    """What the gate's message adds when only a route wanrl-s3 does not ship would fit."""
+    fits = [r.label for r in rows if r.feasible and not r.shipped]
+    if not fits or inputs.include_unshipped:
+        return ""
+    return (
+        f"; {' and '.join(fits)} ({UNSHIPPED}) would fit: --include-unshipped ranks "
+        f"{'it' if len(fits) == 1 else 'them'}"
+    )
 
 
 def estimate(inputs: PlanInputs, prices: PriceBook) -> Plan:
@@ -219,12 +254,14 @@ def estimate(inputs: PlanInputs, prices: PriceBook) -> Plan:
         evaluate(i, prices, name, i.workers or size_fleet(i, name)[0])
         for name in topologies(i, prices)
     )
-    if i.t_bcast_s is None and not any(r.feasible for r in rows):
-        fastest = min(rows, key=lambda r: r.t_bcast_s)
-        raise infeasible_error(i, fastest.t_bcast_s, fastest.name)
+    ranked = tuple(r for r in rows if r.shipped or i.include_unshipped)
+    if i.t_bcast_s is None and not any(r.feasible for r in ranked):
+        fastest = min(ranked, key=lambda r: r.t_bcast_s)
+        error = infeasible_error(i, fastest.t_bcast_s, fastest.name)
+        raise InfeasiblePlanError(f"{error}{_unshipped_fit(i, rows)}")
     if i.t_bcast_s is not None and not cap.is_feasible(i.t_train_s, i.t_bcast_s, i.kappa):
         raise infeasible_error(i, i.t_bcast_s)
-    recommended, reason = _recommend(rows, i.window_s)
+    recommended, reason = _recommend(rows, i.window_s, i.include_unshipped)
     if i.t_bcast_s is None:
         t_bcast, source = next(r.t_bcast_s for r in rows if r.name == recommended), recommended
     else:

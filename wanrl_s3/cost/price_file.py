@@ -17,7 +17,16 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import UsageError
-from .prices import CdnPrices, EgressTier, PriceBook, Provenance, StoragePrices, _price
+from .prices import (
+    REQUEST_SCOPES,
+    CdnPrices,
+    EgressTier,
+    PriceBook,
+    Provenance,
+    RequestLimits,
+    StoragePrices,
+    _price,
+)
 
 SCHEMA = 2
 _DECIMAL_GB = 1e9
@@ -47,6 +56,15 @@ STORAGE_KEYS = {
     "get_usd_per_1000": (True, "USD per 1,000 GET (read) requests"),
     "inter_region": (True, '{"from": REGION, "default_usd_per_gb": N, "to": {REGION: N}}'),
     "free_egress_storage_multiple": (False, "free egress as a multiple of the data stored (B2: 3)"),
+    "request_limits": (False, "the documented request rates before 503s (see REQUEST_LIMIT_KEYS)"),
+}
+REQUEST_LIMIT_KEYS = {
+    **_PROVENANCE,
+    "scope": (True, f"what one limit covers: {', '.join(REQUEST_SCOPES)}"),
+    "read_per_s": (True, "GET/HEAD requests per second the scope serves before answering 503"),
+    "write_per_s": (True, "PUT/POST/DELETE requests per second the scope serves before 503"),
+    "object_read_per_s": (False, "a single object's own read ceiling, where documented"),
+    "notes": (False, "free text"),
 }
 CDN_KEYS = {
     **_LADDER,
@@ -179,6 +197,23 @@ def _inter_region(data: Mapping[str, Any], where: str, per_gb: float) -> dict[st
     }
 
 
+def _request_limits(data: Mapping[str, Any], where: str) -> RequestLimits | None:
+    if "request_limits" not in data:
+        return None
+    at = f"{where}.request_limits"
+    spec = _checked(data["request_limits"], at, REQUEST_LIMIT_KEYS)
+    per_object = None
+    if "object_read_per_s" in spec:
+        per_object = _number(spec, "object_read_per_s", at, "requests per second")
+    return RequestLimits(
+        scope=_text(spec, "scope", at, REQUEST_LIMIT_KEYS["scope"][1]),
+        read_per_s=_number(spec, "read_per_s", at, "requests per second"),
+        write_per_s=_number(spec, "write_per_s", at, "requests per second"),
+        provenance=_provenance(spec, at),
+        object_read_per_s=per_object,
+    )
+
+
 def _parse_storage(name: str, raw: object) -> StoragePrices:
     """Convert one provider from its billed unit to decimal GB."""
     where = f"storage.{name}"
@@ -199,6 +234,7 @@ def _parse_storage(name: str, raw: object) -> StoragePrices:
         free_egress_gb_per_month=_number(data, "free_egress_gb_per_month", where, "GB") / per_gb,
         free_egress_storage_multiple=_number(data, "free_egress_storage_multiple", where, "x"),
         hosts_compute=compute,
+        request_limits=_request_limits(data, where),
         **_inter_region(data, where, per_gb),
     )
 

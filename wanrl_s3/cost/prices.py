@@ -49,6 +49,38 @@ class EgressTier:
             _price("up_to_gb", self.up_to_gb)
 
 
+#: What one documented request-rate limit covers: a key prefix (S3 partitions), a whole
+#: bucket (GCS), a storage account (Azure), or a single object.
+REQUEST_SCOPES = ("prefix", "bucket", "account", "object")
+
+
+@dataclass(frozen=True)
+class RequestLimits:
+    """The request rates a provider documents before it answers 503 (SlowDown, Server Busy).
+
+    ``read_per_s`` (GET/HEAD, listings where the provider counts them as reads) and
+    ``write_per_s`` apply to one ``scope``; ``object_read_per_s`` is a single object's
+    own ceiling where one is documented (Azure's per-blob target), else None.
+    """
+
+    scope: str
+    read_per_s: float
+    write_per_s: float
+    provenance: Provenance
+    object_read_per_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.scope not in REQUEST_SCOPES:
+            raise UsageError(
+                f"prices: request_limits.scope must be one of {', '.join(REQUEST_SCOPES)}, "
+                f"got {self.scope!r}"
+            )
+        for name in ("read_per_s", "write_per_s", "object_read_per_s"):
+            value = getattr(self, name)
+            if value is not None and not _price(name, value) > 0:
+                raise UsageError(f"prices: request_limits.{name} must be > 0, got {value!r}")
+
+
 @dataclass(frozen=True)
 class StoragePrices:
     """One object-storage provider's list prices, per decimal GB."""
@@ -67,6 +99,7 @@ class StoragePrices:
     hosts_compute: bool = True
     home_region: str = ""
     inter_region_to: Mapping[str, float] = field(default_factory=dict)
+    request_limits: RequestLimits | None = None  # None: the provider documents none
 
     def __post_init__(self) -> None:
         for name in (
@@ -164,6 +197,9 @@ class PriceBook:
     def entries(self) -> dict[str, Provenance]:
         """Every dated entry by its key in the file (storage.aws, cdns.cloudfront, gpus)."""
         found = {f"storage.{k}": v.provenance for k, v in self.storage.items()}
+        for k, v in self.storage.items():
+            if v.request_limits is not None:
+                found[f"storage.{k}.request_limits"] = v.request_limits.provenance
         found.update({f"cdns.{k}": v.provenance for k, v in self.cdns.items()})
         found["gpus"] = self.gpu_provenance
         return found

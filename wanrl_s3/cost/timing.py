@@ -17,7 +17,8 @@ from ..errors import UsageError
 from . import capacity as cap
 from . import fleet as fleet_model
 from . import topology
-from .inputs import BUCKET_ROWS, DELTA_ROWS, MAX_WORKERS, TOPOLOGIES, PlanInputs
+from .cdn import cdn_fill_s
+from .inputs import BUCKET_ROWS, CDN_ROWS, DELTA_ROWS, MAX_WORKERS, TOPOLOGIES, PlanInputs
 
 
 def row_payload_gb(inputs: PlanInputs, name: str) -> float:
@@ -58,7 +59,8 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     if name in measured:
         return measured[name]
     if name in BUCKET_ROWS:
-        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS)
+        fill_s = cdn_fill_s(i.cdn_fill_rtt_ms / 1e3) if name in CDN_ROWS else 0.0
+        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS) + fill_s
     full, fleet = i.full_gb, i.fleet
     if name == "star" and fleet is None:
         return topology.star_limited_s(full, i.uplink_mbps, i.downlink_mbps, workers)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ..errors import UsageError
 from ..format import layout
@@ -28,13 +28,27 @@ def load_snapshot(path: str | os.PathLike[str], *, copy_on_write: bool = False) 
     the file (pages are shared with the file until written).
     """
     f = SafetensorsFile(path, copy_on_write=copy_on_write)
-    raw = f.metadata.get(VERSION_KEY)
-    if raw is None or not raw.isdigit():
+    version = recorded_version(f.metadata)
+    if version is None:
         raise UsageError(
             f"{path} does not record which version it holds (no {VERSION_KEY!r} "
-            "metadata); use a file written by `wanrl-s3 pull`, or drop --have"
+            "metadata of a version number); use a file written by `wanrl-s3 pull`, or drop --have"
         )
-    return Snapshot(layout.check_version(int(raw)), dict(f.items()))
+    return Snapshot(version, dict(f.items()))
+
+
+def recorded_version(metadata: Mapping[str, str]) -> int | None:
+    """The version a file's metadata records (as :func:`pull_to_file` writes it), or None.
+
+    Only ASCII digits of a version in range count: ``str.isdigit`` also takes
+    '²' and '١', which ``int()`` refuses or reads as another number. A file
+    whose metadata is anything else records no version.
+    """
+    raw = metadata.get(VERSION_KEY)
+    if raw is None or not (raw.isascii() and raw.isdigit()) or len(raw) > 12:
+        return None
+    version = int(raw)
+    return version if version <= layout.MAX_VERSION else None
 
 
 def local_snapshot(
@@ -47,10 +61,10 @@ def local_snapshot(
     manifests (:meth:`Subscriber.identify`). None when it holds no published version.
     """
     f = SafetensorsFile(path, copy_on_write=copy_on_write)
-    raw = f.metadata.get(VERSION_KEY)
     tensors = dict(f.items())
-    if raw is not None and raw.isdigit():
-        return Snapshot(layout.check_version(int(raw)), tensors)
+    version = recorded_version(f.metadata)
+    if version is not None:
+        return Snapshot(version, tensors)
     version = sub.identify(tensors)
     return None if version is None else Snapshot(version, tensors)
 

@@ -15,7 +15,11 @@ A reader that still maps the old file keeps its pages. Where no hard link can
 be made (another file system, a file system without links) the file is copied
 instead, and the log says why once. With ``WatchConfig.share_dir`` the staged
 files live there, ``keep_versions`` of them (they are the share's), and are
-linked the same way. A directory that disappears, or a disk too full to stage
+linked the same way. A share on another file system than the directory (the
+usual tmpfs ``/dev/shm`` beside a directory on disk) can never be linked from:
+that is said once, at start, with the two ways to install without a copy (the
+directory on the share's file system, or the engine reading the share's file,
+:meth:`~wanrl_s3.Watcher.staged_path`). A directory that disappears, or a disk too full to stage
 a version, is an error the caller sees (:meth:`DirectoryInstaller.check`):
 retrying unchanged cannot help.
 """
@@ -34,7 +38,8 @@ from ..store import SYSTEM_CLOCK, Clock
 from .files import RUN_ID_KEY, VERSION_KEY, local_snapshot
 from .node_share import NodeShare
 from .subscriber import Snapshot, Subscriber
-from .watch import InstallResult, WatchConfig, Watcher
+from .watch import InstallResult, WatchConfig, Watcher, WatchObserver
+from .watch.observer import IGNORE
 
 MODEL_FILE = "model.safetensors"
 STAGE_DIR = ".versions"  # where versions are staged without a share_dir
@@ -49,7 +54,8 @@ class DirectoryInstaller:
     :meth:`install` as :class:`Watcher`'s; :meth:`check` raises when the
     directory can no longer be written. ``config`` is the watcher's; without a
     ``share_dir`` versions are staged in ``directory/.versions`` and its
-    ``keep_versions`` does not apply (a staged version goes once installed)::
+    ``keep_versions`` does not apply (a staged version goes once installed).
+    ``observer`` is the watcher's (:class:`wanrl_s3.WorkerMetrics`, say)::
 
         with Subscriber(store) as sub, DirectoryInstaller(sub, "/srv/policy") as installer:
             while serving:
@@ -65,6 +71,7 @@ class DirectoryInstaller:
         config: WatchConfig | None = None,
         *,
         clock: Clock = SYSTEM_CLOCK,
+        observer: WatchObserver = IGNORE,
     ) -> None:
         given = config or WatchConfig()
         if given.reuse_installed:
@@ -79,7 +86,7 @@ class DirectoryInstaller:
         keep = 1 if self._private_stage else given.keep_versions
         self.config = replace(given, share_dir=stage, keep_versions=keep)
         self.found_version: int | None = None  # the version found in place at start, verified
-        self._sub, self._clock = subscriber, clock
+        self._sub, self._clock, self._observer = subscriber, clock, observer
         self._watcher: Watcher | None = None
         self._said_copy = False
 
@@ -101,13 +108,16 @@ class DirectoryInstaller:
         make_dir(self.directory, "install directory")
         if not self._private_stage:
             make_dir(self.stage_dir, "share_dir")
+            self._said_copy = _say_if_apart(self.stage_dir, self.directory)
         found = _verified_in_place(self._sub, self.path)
         self.found_version = None if found is None else found.version
         if self._private_stage:
             _clean_stage(self.path, self.stage_dir, found)
         # the watcher holds ``found`` until the next install; no other reference may stay,
         # or the file would stay mapped (its blocks on disk) after it is renamed over
-        self._watcher = Watcher(self._sub, self.config, clock=self._clock, start_from=found)
+        self._watcher = Watcher(
+            self._sub, self.config, clock=self._clock, start_from=found, observer=self._observer
+        )
         self._watcher.start()
         return self
 
@@ -186,6 +196,42 @@ def link_into_place(staged: Path, target: Path) -> str | None:
         tmp.unlink(missing_ok=True)
         raise
     return None
+
+
+def _say_if_apart(share: Path, directory: Path) -> bool:
+    """Say once, at start, that ``share`` and ``directory`` are on different file systems
+    (so every install is a copy), and what to do about it; True if said."""
+    if share.stat().st_dev == directory.stat().st_dev:
+        return False
+    log.warning(
+        "installs copy each version into %s (no hard link): the share %s is on %s and %s is "
+        "on %s, and a hard link cannot cross file systems; to install without a copy, put %s "
+        "on the share's file system, or have the engine load the share's file itself",
+        directory / MODEL_FILE,
+        share,
+        file_system(share),
+        directory,
+        file_system(directory),
+        directory,
+    )
+    return True
+
+
+def file_system(path: Path) -> str:
+    """The file system holding ``path``, for a person: "tmpfs at /dev/shm"."""
+    mount = path.resolve()
+    device = mount.stat().st_dev
+    while mount.parent != mount and mount.parent.stat().st_dev == device:
+        mount = mount.parent
+    kind = None
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            fields = line.split()
+            if len(fields) >= 3 and fields[1] == str(mount):
+                kind = fields[2]  # the last one listed is the one on top
+    except OSError:  # not Linux: the mount point alone says enough
+        pass
+    return f"{kind or 'the file system'} at {mount}"
 
 
 def make_dir(path: Path, what: str) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import fcntl
 import logging
 import os
@@ -35,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from ..errors import FetchCancelled, UsageError, VerificationError
+from ..errors import FetchCancelled, LocalIOError, UsageError, VerificationError
 from ..format import layout
 from .files import load_snapshot, pull_to_file
 from .subscriber import Snapshot, Subscriber
@@ -103,9 +104,14 @@ class NodeShare:
         return snap
 
     def _open_verified(self, sub: Subscriber, path: Path, version: int) -> Snapshot | None:
-        """The shared file as a Snapshot if it exists and verifies, else None."""
+        """The shared file as a Snapshot if it exists and verifies, else None.
+
+        Something other than a file under that name (a directory) is not ours to
+        remove, and no retry gets past it: a LocalIOError naming it.
+        """
         if not path.exists():
             return None
+        _require_file(path, f"version {version}'s file")
         start = time.monotonic()
         try:
             snap = _map(path)
@@ -121,7 +127,11 @@ class NodeShare:
     def _locked(self, lock_path: Path, cancel: threading.Event | None) -> Iterator[None]:
         """Hold ``lock_path`` exclusively; poll so that ``cancel`` can end the wait."""
         waiting = cancel or threading.Event()
-        with open(lock_path, "a+b") as lock:
+        try:  # a directory in its place is no lock, and no retry gets past it
+            lock = open(lock_path, "a+b")  # noqa: SIM115 - closed by the with below
+        except OSError as exc:
+            raise LocalIOError.wrap(f"cannot open the lock {lock_path}", exc) from exc
+        with lock:
             while True:
                 try:
                     fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -140,15 +150,30 @@ class NodeShare:
         cutoff = newest - self.keep_versions + 1
         for entry in self.directory.iterdir():
             stem = entry.name.lstrip(".").split(".", 1)[0]
-            if stem.isdigit() and len(stem) == 12 and int(stem) < cutoff:
-                entry.unlink(missing_ok=True)
+            if stem.isascii() and stem.isdigit() and len(stem) == 12 and int(stem) < cutoff:
+                _unlink_file(entry)
+
+
+def _require_file(path: Path, what: str) -> None:
+    if not path.is_file():
+        raise LocalIOError(
+            errno.EISDIR if path.is_dir() else errno.EEXIST,
+            f"{what} {path} is in the way: it is not a file; remove it (a node share holds "
+            "only the files it makes)",
+        )
+
+
+def _unlink_file(path: Path) -> None:
+    """Delete a file of ours; anything else under such a name (a directory) stays."""
+    if not path.is_dir():
+        path.unlink(missing_ok=True)
 
 
 def _remove_leftovers(path: Path) -> None:
     """Delete temporary files of ``path`` a killed download left (the lock holder is the
     only writer of its version, so any such file is dead)."""
     for leftover in path.parent.glob(f".{path.name}.tmp-*"):
-        leftover.unlink(missing_ok=True)
+        _unlink_file(leftover)
 
 
 def _map(path: Path) -> Snapshot:

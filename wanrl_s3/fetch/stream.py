@@ -226,7 +226,11 @@ class Streamer:
             if self.flight.error is not None or self._cancelled():
                 raise
             log.info("%s; reading tensor %r once more", exc, t.recipe.name)
-        for req in plan_requests(list(self._jobs(t)), self.range_bytes):
+            failure = str(exc)
+        jobs = list(self._jobs(t))
+        for key in sorted({job.key for job in jobs}):  # a cache's copy: from its origin now
+            self.store.distrust(key, failure)
+        for req in plan_requests(jobs, self.range_bytes):
             run_request(self.store, req, None)
             with self.flight.cond:
                 self.flight.moved_bytes += req.length

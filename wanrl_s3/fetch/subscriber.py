@@ -123,9 +123,11 @@ class Subscriber:
         verifier: Any = None,
         manifest_cache: int = 256,
         window_bytes: int = WINDOW_BYTES,
+        run: str | None = None,
     ) -> None:
         """``window_bytes`` bounds the coded and delta payload held while a version streams
-        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone."""
+        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone.
+        ``run``: read only versions of this run (see :class:`Manifests`)."""
         require_int("concurrency", concurrency)
         require_int("range_bytes", range_bytes)
         require_int("window_bytes", window_bytes)
@@ -143,7 +145,7 @@ class Subscriber:
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
         # every manifest and LATEST this subscriber reads: bounded, pinned, cached, and LATEST
         # never followed backwards (the manifest owner, wanrl_s3.format.manifests)
-        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
+        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache, run=run)
         # Version numbers below a committed delta that were found unpublished: the claim
         # rule (a version must be newer than the newest) means they never appear later,
         # so the prefetch asks for each once, not again before every delta.
@@ -187,9 +189,12 @@ class Subscriber:
         manifest, or a manifest before its payload. Such a version is not an
         error, only not yet visible, and a reader must not start on it. Checked
         for exactly what the plan from ``have_version`` reads (every manifest of
-        the chain, every payload object at its full size) by listing each
-        version's directory: one request per version, and where a role may list
-        but not read a missing key, S3 answers 403 to a GET, not 404.
+        the chain, every payload object at least at the size its manifest says)
+        by listing each version's directory: one request per version, and where
+        a role may list but not read a missing key, S3 answers 403 to a GET, not
+        404. An object longer than its manifest says holds every byte the plan
+        reads, and every byte read is verified: such a version is whole, as it is
+        to ``pull``, or a worker would wait for it forever.
         """
         listings: dict[int, dict[str, int]] = {}
 
@@ -208,10 +213,10 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
-        absent = [
+        absent = [  # shorter than the manifest says, or not there: not whole yet
             key
             for key, size in wanted.items()
-            if listed(layout.version_of_key(key) or 0).get(key) != size
+            if listed(layout.version_of_key(key) or 0).get(key, -1) < size
         ]
         if absent:
             return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"

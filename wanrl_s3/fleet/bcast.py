@@ -57,6 +57,17 @@ def quantile_count(workers: int, fraction: float) -> int:
     return max(1, math.ceil(fraction * workers - 1e-9))
 
 
+def t_bcast_at(
+    reached_at_s: Iterable[float], workers: int, fraction: float, published_at_s: float
+) -> float | None:
+    """Seconds from the commit until ``fraction`` of ``workers`` had reached the version
+    (``reached_at_s``: when each of those that did reached it); None until enough did."""
+    reached = sorted(reached_at_s)
+    if not workers or len(reached) < quantile_count(workers, fraction):
+        return None
+    return reached[quantile_count(workers, fraction) - 1] - published_at_s
+
+
 def is_expired(status: WorkerStatus, now_s: float, expire_after_s: float) -> bool:
     """Silent for ``expire_after_s``: stopped, crashed or cut off."""
     return now_s - status.updated_at_s >= expire_after_s
@@ -189,8 +200,8 @@ def spread(
     )
     n = len(members)
     t_bcast = record.t_bcast_s if record is not None else None
-    if t_bcast is None and n and len(reached) >= quantile_count(n, fraction):
-        t_bcast = reached[quantile_count(n, fraction) - 1] - published_at_s
+    if t_bcast is None:
+        t_bcast = t_bcast_at(reached, n, fraction, published_at_s)
     tail = None
     if t_bcast is not None and n and len(reached) == n:
         tail = max(0.0, reached[-1] - published_at_s - t_bcast)

@@ -14,6 +14,14 @@ publish that crashed before its manifest, or lost the race for its version)
 and multipart uploads never completed, once they are older than
 ``grace_s``: a publish still in progress looks exactly like a crashed one
 until then.
+
+What is left alone: a manifest gc cannot read (junk, damaged, or written by a
+newer format) is no version to it, and is reported, never deleted, with
+everything in its directory: only a person can tell junk from a version gc does
+not understand. One such manifest does not stop the rest of the store from
+being collected. A retained delta chain that runs into one (or into a manifest
+that is gone) keeps every version up to its root, since what else the chain
+needs cannot be known.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..errors import NotFoundError, VerificationError
 from ..format import latest, layout
 from ..format.manifest import Manifest
 from ..format.manifests import Manifests, lineage, safe_lookup
@@ -48,6 +57,7 @@ class GcReport:
     orphan_objects: int = 0
     aborted_uploads: int = 0
     dry_run: bool = False
+    unreadable_versions: dict[int, str] = field(default_factory=dict)  # left alone: why
 
 
 def retained(
@@ -68,8 +78,35 @@ def retained(
         roots = at_or_below[-keep_versions:] + [v for v in ordered if v > served]
     keep: set[int] = set()
     for v in roots:
-        keep.update(m.version for m in lineage(lookup(v), safe_lookup(lookup)))
+        try:
+            keep.update(m.version for m in lineage(lookup(v), safe_lookup(lookup)))
+        except VerificationError:  # a base unreadable or gone: what else it needs is unknown
+            keep.update(w for w in ordered if w <= v)
     return keep
+
+
+def _read_all(reader: Manifests, versions: list[int]) -> tuple[dict[int, Manifest], dict[int, str]]:
+    """The manifest of each version, and the versions whose manifest cannot be read (why)."""
+    readable: dict[int, Manifest] = {}
+    unreadable: dict[int, str] = {}
+    for v in versions:
+        try:
+            readable[v] = reader.get(v)
+        except NotFoundError:
+            continue  # deleted since the listing
+        except VerificationError as exc:
+            unreadable[v] = str(exc)
+    return readable, unreadable
+
+
+def _lookup(manifests: dict[int, Manifest]) -> Callable[[int], Manifest]:
+    def get(version: int) -> Manifest:
+        found = manifests.get(version)
+        if found is None:
+            raise NotFoundError(f"version {version} is not readable")
+        return found
+
+    return get
 
 
 def _served(store: ObjectStore) -> int | None:
@@ -91,13 +128,11 @@ def collect(
     report = GcReport(dry_run=dry_run)
     objects = store.list(layout.VERSIONS_DIR + "/")
     reader = Manifests(store)
-    versions = reader.versions()
-    manifests = {v: reader.get(v) for v in versions}
+    manifests, report.unreadable_versions = _read_all(reader, reader.versions())
+    versions = sorted(manifests)
     served = _served(store)
     keep = (
-        retained(versions, manifests.__getitem__, policy.keep_versions, served)
-        if versions
-        else set()
+        retained(versions, _lookup(manifests), policy.keep_versions, served) if versions else set()
     )
     report.kept_versions = sorted(keep)
     report.deleted_versions = sorted(set(versions) - keep)
@@ -107,6 +142,8 @@ def collect(
         version = layout.version_of_key(o.key)
         if version is None or o.key == layout.manifest_key(version):
             continue
+        if version in report.unreadable_versions:
+            continue  # left alone with its manifest (see the module docstring)
         if version in manifests and version not in keep:
             doomed.append(o.key)  # payload of a version being deleted
         elif o.key not in referenced and now_s - o.last_modified_s > policy.grace_s:

@@ -107,21 +107,22 @@ class WorkerStatus:
         """
         try:
             d = load_bounded_json(data, "worker status object", MAX_STATUS_BYTES)
-            if d.get("format") != STATUS_FORMAT:
-                raise ValueError(f"format is {d.get('format')!r}, not {STATUS_FORMAT!r}")
+            if not isinstance(d, dict) or d.get("format") != STATUS_FORMAT:
+                got = d.get("format") if isinstance(d, dict) else type(d).__name__
+                raise ValueError(f"format is {got!r}, not {STATUS_FORMAT!r}")
             return cls(
-                worker_id=str(d["worker_id"]),
-                region=str(d.get("region", "")),
-                installed_version=d.get("installed_version"),
-                updated_at_s=float(d.get("updated_at_s", 0)),
-                installs=tuple(d.get("installs", ())),
-                downloaded_bytes_total=int(d.get("downloaded_bytes_total", 0)),
-                last_error=d.get("last_error"),
-                last_error_at_s=_optional_float(d.get("last_error_at_s")),
-                fallback=d.get("fallback"),
-                started_at_s=_optional_float(d.get("started_at_s")),
-                absences=tuple((float(a), float(b)) for a, b in d.get("absences", ())),
-                round_trip_s=_optional_float(d.get("round_trip_s")),
+                worker_id=_text(d, "worker_id", required=True) or "",
+                region=_text(d, "region") or "",
+                installed_version=_number(d, "installed_version", integer=True),
+                updated_at_s=_number(d, "updated_at_s") or 0.0,
+                installs=tuple(_install(i) for i in _list(d, "installs")),
+                downloaded_bytes_total=_number(d, "downloaded_bytes_total", integer=True) or 0,
+                last_error=_text(d, "last_error"),
+                last_error_at_s=_number(d, "last_error_at_s"),
+                fallback=_text(d, "fallback"),
+                started_at_s=_number(d, "started_at_s"),
+                absences=tuple(_span(a) for a in _list(d, "absences")),
+                round_trip_s=_number(d, "round_trip_s"),
                 extra={k: v for k, v in d.items() if k not in _OWN_KEYS},
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -133,8 +134,58 @@ class WorkerStatus:
         return min(times) if times else None
 
 
-def _optional_float(value: Any) -> float | None:
-    return None if value is None else float(value)
+# The fields readers use (fleet/bcast.py, fleet/links.py), checked as they are read: a
+# status object is written by whoever can write the bucket, and one with the wrong types
+# must be skipped as malformed, not crash the reader that adds its times.
+_INSTALL_TIMES = ("seen_at_s", "installed_at_s", "download_s", "verify_s", "apply_s")
+
+
+def _number(d: Mapping[str, Any], key: str, *, integer: bool = False) -> Any:
+    """``d[key]``: None when absent or null, else a finite number (an int with ``integer``)."""
+    value = d.get(key)
+    if value is None:
+        return None
+    kinds = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
+        raise ValueError(f"{key} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    return value if integer else float(value)
+
+
+def _text(d: Mapping[str, Any], key: str, *, required: bool = False) -> str | None:
+    value = d[key] if required else d.get(key)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{key} must be a string, got {value!r}")
+    return value
+
+
+def _list(d: Mapping[str, Any], key: str) -> list[Any]:
+    value = d.get(key, [])
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a list, got {value!r}")
+    return value
+
+
+def _install(raw: Any) -> dict[str, Any]:
+    """One entry of ``installs`` (InstallResult.to_dict), with the fields readers use."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"an install must be an object, got {raw!r}")
+    if _number(raw, "version", integer=True) is None:
+        raise ValueError("an install has no version")
+    for key in _INSTALL_TIMES:
+        if _number(raw, key) is None:
+            raise ValueError(f"an install has no {key}")
+    _number(raw, "downloaded_bytes", integer=True)
+    return raw
+
+
+def _span(raw: Any) -> tuple[float, float]:
+    """One absence: [from, to] in seconds."""
+    if not isinstance(raw, list) or len(raw) != 2:
+        raise ValueError(f"an absence must be [from_s, to_s], got {raw!r}")
+    start, end = (_number({"absence": v}, "absence") for v in raw)
+    if start is None or end is None:
+        raise ValueError(f"an absence must be [from_s, to_s], got {raw!r}")
+    return start, end
 
 
 _OWN_KEYS = frozenset({"format"} | {f.name for f in fields(WorkerStatus)} - {"extra"})

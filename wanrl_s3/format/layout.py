@@ -13,6 +13,11 @@
 The publish id (random per publish attempt) keeps two publishers racing for
 the same version from overwriting each other's payload: only the one whose
 manifest lands is referenced, the other's objects are orphans for the GC.
+
+Everything under ``v/`` is written once and never changed, so a CDN may cache
+it for a year; LATEST and the workers' status objects change, so nothing may
+cache them (:func:`cache_control`, which every backend that stores HTTP
+headers sets on each object it writes).
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ SHARES_DIR = "shares"
 CHECKS_DIR = "checks"
 STORE_CHECK_KEY = f"{CHECKS_DIR}/conditional-writes.json"
 MAX_VERSION = 10**12 - 1
+#: ``Cache-Control`` of the immutable keys (``v/``): a year, never revalidated.
+IMMUTABLE_CACHE_CONTROL = "public, max-age=31536000, immutable"
+#: ``Cache-Control`` of every other key (LATEST, status objects): never stored by a cache.
+NO_STORE_CACHE_CONTROL = "no-store"
 _VERSION_DIR_RE = re.compile(r"^v/(\d{12})/")
 _WORKER_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 
@@ -70,6 +79,20 @@ def version_of_key(key: str) -> int | None:
     """The version a key belongs to, or None if it is not under v/."""
     m = _VERSION_DIR_RE.match(key)
     return int(m.group(1)) if m else None
+
+
+def cache_control(key: str) -> str:
+    """The ``Cache-Control`` a store sets on ``key`` when it writes it (docs/format.md).
+
+    Keys under ``v/`` (manifests, payload, share records) are written once and are
+    unique per publication, so an edge may keep them as long as it likes; a cached
+    LATEST would freeze a fleet on an old version, so it and the rest are never cached.
+    ``public`` lets a shared cache store a response to a signed request; the bucket
+    stays private all the same.
+    """
+    if key.startswith(VERSIONS_DIR + "/"):
+        return IMMUTABLE_CACHE_CONTROL
+    return NO_STORE_CACHE_CONTROL
 
 
 def check_worker_id(worker_id: str) -> str:

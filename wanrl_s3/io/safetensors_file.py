@@ -66,9 +66,15 @@ class SafetensorsFile:
                 n = int.from_bytes(head, "little")
                 if n > MAX_HEADER_BYTES or 8 + n > size:
                     raise UsageError(f"{self.path}: header length {n} is invalid")
-                header = json.loads(f.read(n))
+                header = json.loads(f.read(n), object_pairs_hook=_unique_keys)
         except OSError as exc:
             raise UsageError(f"cannot read {self.path}: {exc.strerror}") from exc
+        except _RepeatedKey as exc:
+            raise UsageError(
+                f"{self.path}: {exc} appears twice in the header; every key must be unique"
+            ) from None
+        except RecursionError:
+            raise UsageError(f"{self.path}: the header nests too deep to be a header") from None
         except ValueError as exc:
             raise UsageError(f"{self.path}: header is not valid JSON: {exc}") from exc
         self.data_start = 8 + n
@@ -113,9 +119,9 @@ def _parse_header(
     offsets: dict[str, tuple[int, int]] = {}
     for name, info in header.items():
         try:
-            dt = dtypes.by_name(info["dtype"])
-            shape = tuple(int(d) for d in info["shape"])
-            start, end = (int(x) for x in info["data_offsets"])
+            dt = dtypes.by_name(_text(info["dtype"], "dtype"))
+            shape = _ints(info["shape"], "shape")
+            start, end = _ints(info["data_offsets"], "data_offsets", length=2)
         except UsageError as exc:
             raise UsageError(f"{path}: tensor {name!r}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
@@ -135,6 +141,45 @@ def _parse_header(
     if any(a[1] > b[0] for a, b in itertools.pairwise(spans)):
         raise UsageError(f"{path}: tensors overlap")
     return metadata, specs, offsets
+
+
+class _RepeatedKey(ValueError):
+    """A key given twice in one JSON object of a header."""
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object, refused when a key repeats: a parser keeps only the last of them, so
+    two tensors of one name would be one tensor here and maybe the other elsewhere."""
+    out: dict[str, object] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _RepeatedKey(repr(key) if len(key) <= 64 else f"{key[:64]!r}...")
+        out[key] = value
+    return out
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {_shown(value)}")
+    return value
+
+
+def _ints(value: object, what: str, length: int | None = None) -> tuple[int, ...]:
+    """A list of JSON integers, exactly: not a string of digits, a float or a boolean,
+    which int() would quietly turn into other numbers."""
+    if (
+        not isinstance(value, list)
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in value)
+        or (length is not None and len(value) != length)
+    ):
+        count = "a list of integers" if length is None else f"a list of {length} integers"
+        raise TypeError(f"{what} must be {count}, got {_shown(value)}")
+    return tuple(value)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 64 else f"{text[:64]}..."
 
 
 def read_source(path: str | os.PathLike[str]) -> list[SafetensorsFile]:

@@ -2,8 +2,11 @@
 
 For backend authors: subclass :class:`ObjectStore`, register the scheme with
 :func:`register_implementation`, and run :class:`wanrl_s3.testing.StoreContract`.
+A service that keeps HTTP headers writes each object with :func:`cache_control`
+of its key, so a CDN caches versions and never LATEST.
 """
 
+from ..format.layout import cache_control
 from .registry import (
     accepted_options,
     get_store_class,
@@ -37,6 +40,7 @@ __all__ = [
     "RetryPolicy",
     "SystemClock",
     "accepted_options",
+    "cache_control",
     "check_key",
     "compare_and_swap",
     "get_or_none",

@@ -36,13 +36,14 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from .retry import RetryPolicy
 from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
 T = TypeVar("T")
-_OCTETS = ContentSettings(content_type="application/octet-stream")
+
 _BIG_GET_BYTES = 256 * 2**20  # one GET per whole-object read (the SDK would split at 4 MiB)
 _COPY_POLL_S = 0.2
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -60,6 +61,13 @@ def _status_error(response: Any) -> ax.HttpResponseError:
     error = kind(response=response)
     error.error_code = response.headers.get("x-ms-error-code")  # type: ignore[attr-defined]
     return error
+
+
+def _settings(key: str) -> ContentSettings:
+    """A blob's content headers: bytes, cached as the layout allows (docs/format.md)."""
+    return ContentSettings(
+        content_type="application/octet-stream", cache_control=cache_control(key)
+    )
 
 
 def _block_id(upload_id: str, number: int) -> str:
@@ -236,7 +244,7 @@ class AzureBlobStore(MarkedUploads):
         resp = self._call(
             f"PUT {key}",
             lambda: blob.upload_blob(
-                data, content_settings=_OCTETS, max_concurrency=1, **conditions
+                data, content_settings=_settings(key), max_concurrency=1, **conditions
             ),
         )
         return str(resp["etag"])
@@ -287,7 +295,7 @@ class AzureBlobStore(MarkedUploads):
         resp = self._call(
             f"COMPLETE {key}",
             lambda: self._blob(key).commit_block_list(
-                blocks, content_settings=_OCTETS, **conditions
+                blocks, content_settings=_settings(key), **conditions
             ),
         )
         self._delete([marker_key(upload_id)])
@@ -302,7 +310,7 @@ class AzureBlobStore(MarkedUploads):
                 f"PUT {key}",
                 lambda: blob.upload_blob(
                     data,
-                    content_settings=_OCTETS,
+                    content_settings=_settings(key),
                     max_concurrency=1,
                     overwrite=True,
                     headers={"Content-MD5": wrong.decode()},

@@ -39,6 +39,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from .retry import RetryPolicy
 from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
@@ -206,6 +207,7 @@ class GcsStore(MarkedUploads):
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
         blob = self._blob(key)
+        blob.cache_control = cache_control(key)
         match = 0 if if_none_match else None
         if if_match is not None:
             match = _generation(if_match, key)
@@ -283,6 +285,7 @@ class GcsStore(MarkedUploads):
     def _compose(self, dst_key: str, src_keys: list[str], if_generation: int | None = None) -> str:
         dst = self._blob(dst_key)
         dst.content_type = "application/octet-stream"
+        dst.cache_control = cache_control(dst_key)
         self._call(
             f"COMPOSE {dst_key}",
             lambda: dst.compose(

@@ -88,6 +88,13 @@ def open_store(url: str, **options: Any) -> ObjectStore:
     """
     if not url:
         raise UsageError("a store URL is required, e.g. s3://bucket/prefix or file:///path")
+    if "://" in url:
+        parts = urlsplit(url)
+        if parts.query or parts.fragment or url.endswith(("?", "#")):
+            raise UsageError(  # urlsplit drops them: s3://b/x#y would be s3://b/x, silently
+                f"store URL {url!r} has a query or fragment ('?' or '#'): a store URL is "
+                "SCHEME://BUCKET/PREFIX, and a prefix cannot hold '?' or '#'"
+            )
     cls = get_store_class(urlsplit(url).scheme if "://" in url else "file")
     names = accepted_options(cls)
     taken = {k: v for k, v in options.items() if v is not None and (names is None or k in names)}

@@ -43,6 +43,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
+from ..format.layout import cache_control
 from ..units import MiB
 from .retry import RetryPolicy
 from .sink import StreamBroke, read_socket_into
@@ -354,6 +355,7 @@ class S3Store(ObjectStore):
         kwargs: dict[str, Any] = {
             "Key": self._key(key),
             "Body": data,
+            "CacheControl": cache_control(key),
             f"Checksum{CHECKSUM_ALGORITHM}": checksum,
         }
         if if_none_match:
@@ -431,6 +433,7 @@ class S3Store(ObjectStore):
                 f"CREATE upload {key}",
                 self._client.create_multipart_upload,
                 Key=self._key(key),
+                CacheControl=cache_control(key),
                 ChecksumAlgorithm=CHECKSUM_ALGORITHM,  # every part then must carry one
             )["UploadId"]
         )

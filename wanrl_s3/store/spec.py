@@ -271,6 +271,20 @@ class ObjectStore(abc.ABC):
         """
         return None
 
+    # -- reading through a cache (wanrl_s3.cdn.CdnReadStore overrides both) ----------
+    @property
+    def origin(self) -> ObjectStore:
+        """The store whose answers need nothing to vouch for them: this one. A store
+        that reads through a cache returns the store behind it, where a reader takes
+        what no pin covers (a manifest no LATEST or delta names)."""
+        return self
+
+    def distrust(self, key: str, reason: str) -> None:
+        """``key`` as read here failed its check (``reason``): read it from :attr:`origin`
+        from now on. The verifying readers call it before their one second read, so a
+        cache's bad copy costs one read from the origin; a plain store has nothing to do."""
+        return None
+
     # -- helpers: built on the primitives, never overridden -----------------------
     def get(self, key: str) -> Blob:
         """The whole object with its ETag, retried: for small objects read at once (manifests)."""

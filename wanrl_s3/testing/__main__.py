@@ -3,6 +3,8 @@ wanrl-s3 on one machine with nothing else (docs/quickstart.md, "Try it on this m
 
     python -m wanrl_s3.testing serve-s3 --port 9000 --bucket demo   # SeaweedFS, until Ctrl-C
     python -m wanrl_s3.testing wait-s3 http://127.0.0.1:9000          # until it answers
+    python -m wanrl_s3.testing serve-cdn --origin http://127.0.0.1:9000 --port 9080 \
+        --open demo/run                                              # an nginx edge, until Ctrl-C
     python -m wanrl_s3.testing make-policy v1.safetensors --params 2e6
     python -m wanrl_s3.testing make-policy v2.safetensors --next-of v1.safetensors
 """
@@ -19,6 +21,7 @@ import urllib.request
 
 from ..cli.help import HelpFormatter
 from ..errors import UsageError, WanrlError
+from .cdn_edge import allow_edge_reads, local_cdn_edge
 from .endpoint import local_s3, make_bucket
 from .synthetic import dims_for_params, llama_like_layout, nudge_state, random_bf16_state
 
@@ -33,6 +36,20 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"local S3 at {endpoint} (buckets: {', '.join(args.bucket) or 'none'})", flush=True)
         stop.wait()
     return 0
+
+
+def _serve_cdn(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    for run in args.open:
+        bucket, _, prefix = run.partition("/")
+        allow_edge_reads(args.origin, bucket, prefix)
+    with local_cdn_edge(args.origin, port=args.port) as edge:
+        runs = ", ".join(args.open) or "nothing opened to it"
+        print(f"CDN edge at {edge.url} in front of {args.origin} ({runs})", flush=True)
+        stop.wait()
+    return 0  # the edge and its cache are gone
 
 
 def _wait(args: argparse.Namespace) -> int:
@@ -106,6 +123,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="create this bucket (repeatable)",
     )
     s.set_defaults(func=_serve)
+    c = sub.add_parser(
+        "serve-cdn",
+        help="nginx as a caching CDN edge in front of a local S3 endpoint",
+        formatter_class=HelpFormatter,
+    )
+    c.add_argument(
+        "--origin", required=True, metavar="URL", help="the endpoint, http://127.0.0.1:PORT"
+    )
+    c.add_argument("--port", type=int, default=9080, metavar="PORT", help="the edge's port")
+    c.add_argument(
+        "--open",
+        action="append",
+        default=[],
+        metavar="BUCKET/PREFIX",
+        help="let the edge read this run's v/ and LATEST, as a CDN's bucket policy does "
+        "(repeatable)",
+    )
+    c.set_defaults(func=_serve_cdn)
     w = sub.add_parser(
         "wait-s3", help="wait until an endpoint answers", formatter_class=HelpFormatter
     )

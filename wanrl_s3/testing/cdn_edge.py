@@ -25,7 +25,9 @@ cache lives in a temporary folder, removed with the edge; nginx runs with
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -45,6 +47,9 @@ _NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/ngi
 _INSTALL_HINT = (
     "local_cdn_edge needs nginx: run scripts/install-nginx.sh (apt-get install nginx-light)"
 )
+#: The edge's and its origin tap's ports inside a benchmark's own network namespace.
+NETNS_PORTS = (8080, 8081)
+_ARG = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _CONF = """\
 {user}worker_processes 1;
 daemon off;
@@ -57,14 +62,16 @@ http {{
     fastcgi_temp_path {d}/tmp/fastcgi;
     uwsgi_temp_path {d}/tmp/uwsgi;
     scgi_temp_path {d}/tmp/scgi;
-    log_format edge '$request_method "$request_uri" $status $upstream_cache_status "$http_range"';
-    log_format origin '$request_method "$request_uri" $status - "$http_range"';
+    log_format edge '$request_method "$request_uri" $status $upstream_cache_status '
+                    '$body_bytes_sent "$http_range"';
+    log_format origin '$request_method "$request_uri" $status - $body_bytes_sent "$http_range"';
     proxy_cache_path {d}/cache levels=1:2 keys_zone=edge:16m max_size={max_cache_mb}m
                      inactive=7d use_temp_path=off;
     server {{
-        listen 127.0.0.1:{port};
+        listen {listen};
         access_log {d}/edge.log edge;
         location / {{
+            {require_arg}
             slice {slice_bytes};
             proxy_cache edge;
             proxy_cache_key $uri$slice_range;
@@ -73,12 +80,12 @@ http {{
             proxy_cache_lock_timeout 60s;
             {default_ttl}
             proxy_http_version 1.1;
-            proxy_pass http://127.0.0.1:{tap_port};
+            proxy_pass http://{tap};
             add_header X-Cache-Status $upstream_cache_status always;
         }}
     }}
     server {{
-        listen 127.0.0.1:{tap_port};
+        listen {tap};
         access_log {d}/origin.log origin;
         location / {{
             proxy_http_version 1.1;
@@ -98,6 +105,7 @@ class EdgeRequest:
     uri: str
     status: int
     cache_status: str  # HIT, MISS, EXPIRED, BYPASS, ... ("-" for the origin log)
+    body_bytes: int  # the bytes of the response's body that were sent
     range: str  # the Range header sent ("-" if none)
 
 
@@ -130,6 +138,27 @@ class CdnEdge:
                 self._proc.wait()
 
 
+def allow_edge_reads(endpoint_url: str, bucket: str, prefix: str) -> None:
+    """Let an edge that reads anonymously (this module's) GET ``prefix/v/*`` and
+    ``prefix/LATEST`` of ``bucket`` at a local S3 endpoint, and nothing else: the
+    bucket policy statement ``terraform/modules/cloudfront-cdn`` gives a
+    distribution, with the distribution's identity left out."""
+    import boto3
+
+    prefix = prefix.strip("/")
+    root = f"arn:aws:s3:::{bucket}/{prefix}/" if prefix else f"arn:aws:s3:::{bucket}/"
+    statement = {
+        "Sid": "EdgeReadsVersionsAndLatest",
+        "Effect": "Allow",
+        "Principal": "*",
+        "Action": "s3:GetObject",
+        "Resource": [f"{root}v/*", f"{root}LATEST"],
+    }
+    policy = {"Version": "2012-10-17", "Statement": [statement]}
+    client = boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1")
+    client.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+
+
 def nginx_binary() -> str:
     """The nginx executable (PATH, then Debian's /usr/sbin), or a UsageError naming the fix."""
     for path in (shutil.which("nginx") or "", *_NGINX_CANDIDATES):
@@ -146,52 +175,61 @@ def local_cdn_edge(
     slice_bytes: int = 1 << 20,
     max_cache_mb: int = 4096,
     timeout_s: float = 30.0,
+    require_arg: tuple[str, str] | None = None,
+    netns: tuple[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[CdnEdge]:
     """An nginx caching edge in front of ``origin_url`` (``http://host:port``, no path).
 
     ``default_ttl_s``: how long to cache a 200/206 whose origin sent no caching
     headers (None: not at all). ``slice_bytes``: the cached range unit.
+    ``require_arg``: (name, value) of a query parameter without which the edge
+    answers 403, as a CDN that checks a signature does. ``netns``: (a network
+    namespace, its address) to run in, for a benchmark's emulated network (root
+    only); the edge then serves on that address, port :data:`NETNS_PORTS`.
+    ``port``: the edge's port on 127.0.0.1 (default: a free one).
     """
     origin = urlsplit(origin_url)
     if origin.scheme != "http" or not origin.netloc or origin.path not in ("", "/") or origin.query:
         raise UsageError(f"origin_url must be http://host:port without a path; got {origin_url!r}")
     if slice_bytes < 4096 or slice_bytes % 4096:
         raise UsageError(f"slice_bytes must be a multiple of 4096; got {slice_bytes}")
+    if require_arg is not None and not all(_ARG.match(part) for part in require_arg):
+        raise UsageError(f"require_arg must be (name, value) of [A-Za-z0-9_-]; got {require_arg!r}")
     binary = nginx_binary()
+    ip, tap_ip = (netns[1], netns[1]) if netns else ("127.0.0.1", "127.0.0.1")
+    port, tap_port = NETNS_PORTS if netns else (port or free_port(), free_port())
     folder = Path(tempfile.mkdtemp(prefix="wanrl-cdn-edge-"))
     try:
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
             (folder / "tmp" / sub).mkdir(parents=True)
-        port, tap_port = free_port(), free_port()
         conf = _CONF.format(
             user="user root;\n" if os.geteuid() == 0 else "",
             d=folder,
-            port=port,
-            tap_port=tap_port,
+            listen=f"{ip}:{port}",
+            tap=f"{tap_ip}:{tap_port}",
             origin_url=f"http://{origin.netloc}",
             origin_host=origin.netloc,
             slice_bytes=slice_bytes,
             max_cache_mb=max_cache_mb,
+            require_arg=_required(require_arg),
             default_ttl=(
                 f"proxy_cache_valid 200 206 {int(default_ttl_s)}s;" if default_ttl_s else ""
             ),
         )
         (folder / "nginx.conf").write_text(conf)
-        argv = [
-            binary,
-            "-p",
-            str(folder),
-            "-c",
-            str(folder / "nginx.conf"),
-            "-e",
-            str(folder / "error.log"),
-        ]
+        where = ["ip", "netns", "exec", netns[0]] if netns else []
+        argv = [*where, binary, "-p", str(folder), "-c", str(folder / "nginx.conf")]
         proc = subprocess.Popen(
-            argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            [*argv, "-e", str(folder / "error.log")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
-        edge = CdnEdge(f"http://127.0.0.1:{port}", folder, proc)
+        edge = CdnEdge(f"http://{ip}:{port}", folder, proc)
         try:
-            _wait_listening(proc, (port, tap_port), timeout_s, folder / "error.log")
+            ends = ((ip, port), (tap_ip, tap_port))
+            _wait_listening(proc, ends, timeout_s, folder / "error.log")
             yield edge
         finally:
             edge.stop()
@@ -199,11 +237,19 @@ def local_cdn_edge(
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _required(arg: tuple[str, str] | None) -> str:
+    """The nginx line that answers 403 to a request without query parameter ``arg``."""
+    return f'if ($arg_{arg[0]} != "{arg[1]}") {{ return 403; }}' if arg else ""
+
+
 def _wait_listening(
-    proc: subprocess.Popen[bytes], ports: tuple[int, ...], timeout_s: float, error_log: Path
+    proc: subprocess.Popen[bytes],
+    ends: tuple[tuple[str, int], ...],
+    timeout_s: float,
+    error_log: Path,
 ) -> None:
     deadline = time.monotonic() + timeout_s
-    pending = list(ports)
+    pending = list(ends)
     while pending:
         if proc.poll() is not None:
             raise UsageError(
@@ -212,7 +258,7 @@ def _wait_listening(
         if time.monotonic() > deadline:
             raise UsageError(f"nginx did not listen within {timeout_s:g} s: {_tail(error_log)}")
         try:
-            with socket.create_connection(("127.0.0.1", pending[0]), timeout=1):
+            with socket.create_connection(pending[0], timeout=1):
                 pending.pop(0)
         except OSError:
             time.sleep(0.02)
@@ -233,8 +279,10 @@ def _read_log(path: Path) -> list[EdgeRequest]:
         return []
     entries = []
     for line in text.splitlines():
-        method, uri, status, cache_status, rng = line.split(" ", 4)
+        method, uri, status, cache_status, sent, rng = line.split(" ", 5)
         entries.append(
-            EdgeRequest(method, uri.strip('"'), int(status), cache_status, rng.strip('"'))
+            EdgeRequest(
+                method, uri.strip('"'), int(status), cache_status, int(sent), rng.strip('"')
+            )
         )
     return entries

@@ -39,6 +39,7 @@ from verl.checkpoint_engine.base import CheckpointEngine, CheckpointEngineRegist
 from wanrl_s3 import (
     InstallResult,
     Publication,
+    PublicationObserver,
     PublishConfig,
     Publisher,
     PublishResult,
@@ -48,6 +49,7 @@ from wanrl_s3 import (
     Snapshot,
     StepStatusWriter,
     Subscriber,
+    TrainerMetrics,
     TrainerPublisher,
     Verifier,
     VersionPublisher,
@@ -96,11 +98,20 @@ class TrainerSide:
         self.core: TrainerPublisher | None = None
         self.pending: Future[Publication] | None = None  # reported at the next sync
         self.clock = ClockTicker()
+        # metrics_port: the master serves TrainerMetrics (rollout engines ignore the key)
+        self.observer = PublicationObserver()
+        self.metrics_server = None
+        if is_master and settings.metrics_port is not None:
+            self.observer = TrainerMetrics.of()
+            self.metrics_server = settings.serve_metrics()
         if not (is_master or self.sharded):
             return
         self.stores = settings.publish_stores()
         key = settings.signing_key if is_master else None  # the committing rank: the master
         self.signer = Signer.from_file(key) if key else None
+        # the rollout workers' keyring: the master resumes only from a base they trust
+        trusted = settings.verify_key if is_master else None
+        self.verifier = Verifier.from_file(trusted) if trusted else None
         self.config = PublishConfig(
             delta=settings.delta,
             keyframe_every=settings.keyframe_every,
@@ -114,7 +125,10 @@ class TrainerSide:
             publisher,
             dtype=self.settings.dtype,
             background=self.settings.background,
+            verifier=self.verifier,
+            allow_unsigned=self.settings.allow_unsigned,
             close_wait_s=self.settings.close_wait_s,
+            observer=self.observer,
         )
 
     def publishes_at(self, global_steps: int | None) -> bool:

@@ -19,11 +19,15 @@ from typing import Any, ClassVar, TypeVar
 from wanrl_s3 import (
     DELTA_MODES,
     PUBLISH_DTYPES,
+    MetricsServer,
     StalenessConfig,
+    StalenessFilter,
+    StalenessMetrics,
     StoreRoles,
     VersionMap,
     check_staleness,
     check_worker_id,
+    serve_metrics,
     store_roles,
 )
 from wanrl_s3.errors import UsageError
@@ -130,17 +134,24 @@ class _Settings:
 
 @dataclass(frozen=True)
 class StoreSettings(_Settings):
-    """Where the snapshots live: one store (``store_url``) or a regions file (``regions``)."""
+    """Where the snapshots live: one store (``store_url``) or a regions file (``regions``);
+    and where this process serves its Prometheus metrics, if anywhere (``metrics_port``)."""
 
     store_url: str | None = None
     endpoint_url: str | None = None
     profile: str | None = None
     s3_region: str | None = None
     regions: str | None = None  # a regions file (terraform output -raw regions_toml)
+    # serve this process's metrics at http://metrics_addr:metrics_port/metrics (off: None)
+    metrics_port: int | None = None
+    metrics_addr: str = "0.0.0.0"  # noqa: S104  (every interface: Prometheus is elsewhere)
 
     def __post_init__(self) -> None:
         for name in ("store_url", "endpoint_url", "profile", "s3_region", "regions"):
             self._str(name)
+        if self.metrics_port is not None:
+            self._int("metrics_port", 0)
+        self._str("metrics_addr", required=True)
         if self.store_url is not None and self.regions is not None:
             raise UsageError(
                 f"{self.KEY}.store_url and {self.KEY}.regions exclude each other: "
@@ -165,6 +176,15 @@ class StoreSettings(_Settings):
             )
         except UsageError as exc:
             raise UsageError(f"{self.KEY}.{key}: {exc}") from exc
+
+    def serve_metrics(self) -> MetricsServer | None:
+        """This process's metrics over HTTP, once per process, if ``metrics_port`` is set."""
+        if self.metrics_port is None:
+            return None
+        try:
+            return serve_metrics(self.metrics_port, addr=self.metrics_addr)
+        except UsageError as exc:
+            raise UsageError(f"{self.KEY}.metrics_port: {exc}") from exc
 
     @property
     def where(self) -> str:
@@ -196,6 +216,9 @@ class EngineSettings(StoreSettings):
     worker_id: str = "verl"
     signing_key: str | None = None
     verify_key: str | None = None
+    # trainer: publish without signing_key onto a store whose LATEST is signed (refused
+    # otherwise: every rollout worker with verify_key would refuse the unsigned versions)
+    allow_unsigned: bool = False
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
     # rollout engines of one host download each version once, into this directory
     node_share_dir: str | None = None
@@ -236,6 +259,7 @@ class EngineSettings(StoreSettings):
         self._str("signing_key")
         self._str("verify_key")
         self._bool("background")
+        self._bool("allow_unsigned")
         self._bool("return_big_buffers")
         self._float("close_wait_s", 0.0, strict=False)
         self._choice("publish_ranks", PUBLISH_RANKS)
@@ -290,6 +314,15 @@ class FilterSettings(StoreSettings):
         object.__setattr__(
             self, "staleness_config", StalenessConfig(self.staleness, force=self.force)
         )
+
+    def staleness_filter(self, name: str) -> StalenessFilter[Any]:
+        """A filter with this budget, exported as ``filter=name`` (and this process's metrics
+        served) when ``metrics_port`` is set."""
+        made: StalenessFilter[Any] = StalenessFilter(self.staleness_config)
+        if self.metrics_port is not None:
+            StalenessMetrics.of().track(made, name=name)
+            self.serve_metrics()
+        return made
 
     def version_map(self) -> VersionMap | None:
         """What the rollout workers report, or None without a store (tags at face value)."""

@@ -129,7 +129,7 @@ class StalenessMessageQueueClient(MessageQueueClient):
         if self._local is None:
             s = self.settings
             self._local = _Local(
-                StalenessFilter(s.staleness_config), s.version_map(), find_clock(self.clock_name)
+                s.staleness_filter("queue"), s.version_map(), find_clock(self.clock_name)
             )
         return self._local
 

@@ -61,7 +61,7 @@ class StalenessReplayBuffer(ReplayBufferAsync):
                 "is on-policy and has no staleness to filter"
             )
         self.settings = FilterSettings.from_mapping(self.sampler_kwargs)
-        self.filter: StalenessFilter[str] = StalenessFilter(self.settings.staleness_config)
+        self.filter: StalenessFilter[str] = self.settings.staleness_filter("sampler")
         self.versions = self.settings.version_map()
         trainer_config: Any = self.trainer_config or {}
         self.calls_per_step = max(1, int(trainer_config.get("parameter_sync_step", 1) or 1))

@@ -10,24 +10,20 @@ top, as on ``main_ppo``'s command line; interpolations are resolved, and one tha
 cannot be is reported by key. The parameter count is computed from the
 architecture of a dense decoder (Llama, Qwen2, Mistral...) in the model's
 config.json, found in a local directory or, for a Hub id, in the local Hugging Face
-cache (:mod:`wanrl_s3_verl.hf_cache`, offline); mixture-of-experts configs are
-refused because their active and total counts differ and the formula would be
-silently wrong.
+cache, offline (both through :func:`wanrl_s3.find_model_config` and
+:func:`wanrl_s3.model_params`, which know no verl).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from wanrl_s3 import find_model_config, model_params
 from wanrl_s3.errors import UsageError
 
-from .hf_cache import cached_config, hub_cache_dir, is_repo_id
-
-_MOE_KEYS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size")
 BATCH_KEY = "data.train_batch_size"
 SAMPLES_KEY = "actor_rollout_ref.rollout.n"
 STEPS_KEY = "trainer.total_training_steps"
@@ -57,7 +53,7 @@ class VerlRun:
     @property
     def params(self) -> float | None:
         """The model's parameter count, read when asked for (a flag may make it moot)."""
-        return None if self.model_config is None else params_from_hf_config_file(self.model_config)
+        return None if self.model_config is None else float(model_params(self.model_config))
 
 
 def _positive_int(value: Any, where: str) -> int:
@@ -122,11 +118,7 @@ def _model_config(raw: Any, source: Path) -> Path | None:
         return None
     if not isinstance(raw, str):
         raise UsageError(f"{source}: {MODEL_KEY} must be a string, got {raw!r}")
-    path = Path(raw).expanduser()
-    for candidate in (path, source.parent / path):
-        if (candidate / "config.json").is_file():
-            return candidate / "config.json"
-    return cached_config(raw) if is_repo_id(raw) else None
+    return find_model_config(raw, base_dir=source.parent)
 
 
 def read_verl_config(path: str | Path, overrides: Sequence[str] = ()) -> VerlRun:
@@ -152,53 +144,12 @@ def missing_model_message(run: VerlRun, source: str | Path) -> str:
         return (
             f"{source}: {MODEL_KEY} is not set; set it ({MODEL_KEY}=DIR_OR_HUB_ID) or pass --params"
         )
-    where = "in that directory"
-    if is_repo_id(run.model_path):
-        where += f" nor in the Hugging Face cache {hub_cache_dir()}"
+    try:
+        find_model_config(run.model_path, base_dir=Path(source).parent, required=True)
+        where = "its config.json was not read"
+    except UsageError as exc:
+        where = str(exc).partition(": ")[2]
     return (
-        f"{source}: {MODEL_KEY} is {run.model_path!r}: no config.json {where}; "
+        f"{source}: {MODEL_KEY} is {run.model_path!r}: {where}; "
         f"set {MODEL_KEY}=DIR_OR_HUB_ID, download its config.json, or pass --params"
     )
-
-
-def params_from_hf_config_file(path: str | Path) -> float:
-    """Parameter count of the model whose Hugging Face config.json is at ``path``."""
-    try:
-        config = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{path} is not valid JSON: {exc}") from exc
-    if not isinstance(config, Mapping):
-        raise UsageError(f"{path}: expected a JSON object")
-    return float(params_from_hf_config(config, source=str(path)))
-
-
-def _dim(config: Mapping[str, Any], key: str, source: str) -> int:
-    return _positive_int(config.get(key), f"{source}: {key}")
-
-
-def params_from_hf_config(config: Mapping[str, Any], source: str = "config.json") -> int:
-    """Dense decoder parameters: embeddings, attention (GQA), gated MLP, norms, lm head.
-
-    Biases on q/k/v are counted where the architecture has them (Qwen2, or an
-    explicit ``attention_bias``); with them, Qwen2.5-7B and Llama-3.1-8B come
-    out at their published counts to the parameter.
-    """
-    if any(config.get(key) for key in _MOE_KEYS):
-        raise UsageError(f"{source}: mixture-of-experts configs are not supported; pass --params")
-    hidden, inter, layers, vocab = (
-        _dim(config, k, source)
-        for k in ("hidden_size", "intermediate_size", "num_hidden_layers", "vocab_size")
-    )
-    heads = _dim(config, "num_attention_heads", source)
-    kv_heads = heads  # plain multi-head attention when the key is absent
-    if "num_key_value_heads" in config:
-        kv_heads = _dim(config, "num_key_value_heads", source)
-    head_dim = _dim(config, "head_dim", source) if config.get("head_dim") else hidden // heads
-    attention = 2 * hidden * heads * head_dim + 2 * hidden * kv_heads * head_dim
-    if config.get("attention_bias") or config.get("model_type") == "qwen2":
-        attention += (heads + 2 * kv_heads) * head_dim
-    per_layer = attention + 3 * hidden * inter + 2 * hidden
-    embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings", True) else 2)
-    return layers * per_layer + embeddings + hidden

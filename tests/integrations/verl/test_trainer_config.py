@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cost.test_model_size import LLAMA_31_8B, QWEN25_7B
+from tests.io.test_hf_model import hf_snapshot
 from wanrl_s3.errors import UsageError
-from wanrl_s3_verl.trainer_config import params_from_hf_config, read_verl_config
-
-LLAMA_31_8B = {
-    "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "vocab_size": 128256, "tie_word_embeddings": False,
-}  # fmt: skip
-QWEN25_7B = {
-    "model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944,
-    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
-    "vocab_size": 152064, "tie_word_embeddings": False,
-}  # fmt: skip
+from wanrl_s3_verl.trainer_config import read_verl_config
 
 VERL_YAML = """\
 data:
@@ -33,31 +24,6 @@ actor_rollout_ref:
 trainer:
   total_training_steps: 200
 """
-
-
-@pytest.mark.parametrize(
-    ("config", "published"), [(LLAMA_31_8B, 8_030_261_248), (QWEN25_7B, 7_615_616_512)]
-)
-def test_parameter_count_matches_the_published_one(config: dict, published: int) -> None:
-    assert params_from_hf_config(config) == published
-
-
-def test_moe_and_missing_fields_are_refused() -> None:
-    with pytest.raises(UsageError, match="mixture-of-experts"):
-        params_from_hf_config({**LLAMA_31_8B, "num_local_experts": 8})
-    with pytest.raises(UsageError, match="hidden_size"):
-        params_from_hf_config({k: v for k, v in LLAMA_31_8B.items() if k != "hidden_size"})
-
-
-def hf_snapshot(cache: Path, repo_id: str, config: dict, revision: str = "0123abcd") -> Path:
-    """A model in a Hugging Face cache laid out as huggingface_hub lays it out."""
-    repo = cache / "--".join(["models", *repo_id.split("/")])
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
-    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
-    found = repo / "snapshots" / revision / "config.json"
-    found.parent.mkdir(parents=True, exist_ok=True)
-    found.write_text(json.dumps(config), encoding="utf-8")
-    return found
 
 
 def write_run(tmp_path: Path, model: str = "model", yaml_text: str = VERL_YAML) -> Path:

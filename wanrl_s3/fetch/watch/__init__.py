@@ -33,12 +33,14 @@ once between them (:mod:`wanrl_s3.fetch.node_share`) and map one shared copy.
 The parts, one concern each: ``config`` (the settings and their backoffs),
 ``state`` (what a watcher holds and wants, under its lock), ``poll`` (reading
 LATEST), ``visibility`` (is the version whole in this store yet), ``prefetch``
-(the download of a version), ``failures`` (what failed, and how long to wait)
-and ``result`` (what an install reports); ``watcher`` composes them.
+(the download of a version), ``failures`` (what failed, and how long to wait),
+``result`` (what an install reports) and ``observer`` (the hooks metrics are
+built on); ``watcher`` composes them.
 """
 
 from .config import WatchConfig
 from .failures import Failure
+from .observer import WatchObserver
 from .result import InstallResult, describe_source
 from .visibility import wait_visible
 from .watcher import Watcher
@@ -47,6 +49,7 @@ __all__ = [
     "Failure",
     "InstallResult",
     "WatchConfig",
+    "WatchObserver",
     "Watcher",
     "describe_source",
     "wait_visible",

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from ...errors import WanrlError
 from ...store import Clock
 from ...store.retry import Backoff
+from .observer import IGNORE, WatchObserver
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,11 @@ class Failure:
 
 
 class FailureLog:
-    """The current failure of each kind, written by both threads and read by the caller."""
+    """The current failure of each kind, written by both threads and read by the caller;
+    each one recorded is also told to ``observer`` (metrics count them by kind)."""
 
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
+    def __init__(self, clock: Clock, observer: WatchObserver = IGNORE) -> None:
+        self._clock, self._observer = clock, observer
         self._lock = threading.Lock()
         self._current: dict[str, Failure] = {}
 
@@ -61,8 +63,10 @@ class FailureLog:
         """Log a failure in one line and keep it as the current failure of its kind."""
         if log_it:
             (log.error if fatal else log.warning)("%s", message)
+        failure = Failure(what, message, self._clock.time(), cause)
         with self._lock:
-            self._current[what] = Failure(what, message, self._clock.time(), cause)
+            self._current[what] = failure
+        self._observer.failed(failure)
 
     def clear(self, what: str) -> None:
         with self._lock:

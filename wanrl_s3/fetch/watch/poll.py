@@ -37,7 +37,11 @@ class LatestPoller:
         shared, st = self._shared, self._shared.state
         with shared.lock:
             sub, etag = st.sub, self._etag
+        start_s = shared.clock.monotonic()
         polled = sub.poll_latest(etag)
+        shared.observer.polled(
+            shared.clock.monotonic() - start_s, None if polled is None else polled[0].version
+        )
         if polled is None:
             return None
         latest = polled[0]

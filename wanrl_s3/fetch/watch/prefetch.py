@@ -155,6 +155,7 @@ class Prefetcher:
             self._shared.failures.clear("download")
             self._shared.lock.notify_all()
         self._streak.reset()
+        self._shared.observer.downloaded(snap)
         source = describe_source(snap.path, snap.downloaded_bytes)
         log.info("v%d ready: %s, verified", snap.version, source)
 

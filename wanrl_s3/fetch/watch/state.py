@@ -17,6 +17,7 @@ from ...store import Clock
 from ..subscriber import Snapshot, Subscriber
 from .config import WatchConfig
 from .failures import FailureLog
+from .observer import IGNORE, WatchObserver
 
 
 @dataclass
@@ -104,7 +105,8 @@ class WatchState:
 @dataclass(frozen=True)
 class Shared:
     """What the parts of one watcher share: its state under its lock, its settings, clock
-    and random source, its failure log, and the signal that it is stopping."""
+    and random source, its failure log, the signal that it is stopping, and who is told
+    what happens (metrics)."""
 
     state: WatchState
     lock: threading.Condition
@@ -113,3 +115,4 @@ class Shared:
     rng: random.Random
     failures: FailureLog
     stop: threading.Event
+    observer: WatchObserver = IGNORE

@@ -14,6 +14,7 @@ from ...store import SYSTEM_CLOCK, Clock
 from ..subscriber import Snapshot, Subscriber
 from .config import WatchConfig
 from .failures import Failure, FailureLog, run_guarded
+from .observer import IGNORE, WatchObserver
 from .poll import LatestPoller
 from .prefetch import Prefetcher
 from .result import InstallResult
@@ -28,7 +29,8 @@ class Watcher:
     :class:`~.poll.LatestPoller` (the poll thread), a :class:`~.prefetch.Prefetcher`
     (the download thread) and a :class:`~.failures.FailureLog` both write, around one
     :class:`~.state.WatchState` under one lock; this class starts and stops the
-    threads and is what the caller sees.
+    threads and is what the caller sees. ``observer`` is told what happens as it
+    happens (:class:`~.observer.WatchObserver`: the hooks of :class:`wanrl_s3.WorkerMetrics`).
     """
 
     def __init__(
@@ -39,16 +41,18 @@ class Watcher:
         clock: Clock = SYSTEM_CLOCK,
         start_from: Snapshot | None = None,
         rng: random.Random | None = None,
+        observer: WatchObserver = IGNORE,
     ) -> None:
         self.config = config or WatchConfig()
         self.clock = clock
+        self.observer = observer
         self._lock = threading.Condition()
         self._state = WatchState(subscriber, installed=start_from)
         self._stop = threading.Event()
-        self._failures = FailureLog(clock)
+        self._failures = FailureLog(clock, observer)
         rng = rng or random.Random()
         shared = Shared(
-            self._state, self._lock, self.config, clock, rng, self._failures, self._stop
+            self._state, self._lock, self.config, clock, rng, self._failures, self._stop, observer
         )
         self._visibility = Visibility(shared)
         self._prefetch = Prefetcher(shared, self._visibility)
@@ -57,6 +61,7 @@ class Watcher:
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> Watcher:
+        self.observer.started(self)
         for loop, name in ((self._poller.run, "wanrl-poll"), (self._prefetch.run, "wanrl-dl")):
             t = threading.Thread(
                 target=run_guarded, args=(loop, name, self._failures), name=name, daemon=True
@@ -98,6 +103,11 @@ class Watcher:
     def installed_version(self) -> int | None:
         installed = self._state.installed
         return None if installed is None else installed.version
+
+    @property
+    def latest_version(self) -> int | None:
+        """The version LATEST named at the last poll that read it (None before one did)."""
+        return self._state.want
 
     @property
     def ready_version(self) -> int | None:
@@ -199,7 +209,9 @@ class Watcher:
         done_s = self.clock.time()
         with self._lock:
             self._state.mark_installed(ready.snapshot)
-        return InstallResult.of(ready, started_s, done_s)
+        result = InstallResult.of(ready, started_s, done_s)
+        self.observer.installed(result)
+        return result
 
     def done_with(self, snapshot: Snapshot) -> None:
         """The caller has copied ``snapshot`` (the version it installed) out and holds no

@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
-from wanrl_s3_verl.hf_cache import cached_config, hub_cache_dir, is_repo_id
+from tests.cost.test_model_size import LLAMA_31_8B
+from wanrl_s3.io.hf_model import cached_config, hub_cache_dir, is_repo_id
 
-from .test_trainer_config import LLAMA_31_8B, hf_snapshot
+
+def hf_snapshot(cache: Path, repo_id: str, config: dict, revision: str = "0123abcd") -> Path:
+    """A model in a Hugging Face cache laid out as huggingface_hub lays it out."""
+    repo = cache / "--".join(["models", *repo_id.split("/")])
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(revision, encoding="utf-8")
+    found = repo / "snapshots" / revision / "config.json"
+    found.parent.mkdir(parents=True, exist_ok=True)
+    found.write_text(json.dumps(config), encoding="utf-8")
+    return found
+
 
 ENV = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
 

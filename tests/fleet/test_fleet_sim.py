@@ -1,0 +1,197 @@
+"""benchmarks/fleet_sim.py on small fleets with fixed seeds, against cases computed by hand.
+
+The simulator's figures at scale (docs/scale.md) are only worth what its parts are:
+one worker on one link must take exactly the transfer time the model defines,
+whatever the number of parts simulated per event; a rate-limited prefix must
+never admit more than its limit, and so must stretch a burst to at least the time
+its requests take at that rate; the calibration on the committed WAN runs must
+stay within 10 %; bad input is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from fleet_sim_calibrate import load_run, predict  # noqa: E402
+from fleet_sim_model import FleetSim, SimConfig, Version  # noqa: E402
+from fleet_sim_store import Prefix  # noqa: E402
+
+from wanrl_s3 import UsageError, WatchConfig  # noqa: E402
+from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink  # noqa: E402
+
+MiB = 2**20
+RUNS = ROOT / "docs" / "results" / "wan-fleet-2026-12-04"
+
+
+def one_worker(batch_requests: int, seed: int = 3):
+    link = WorkerLink("solo", downlink_mbps=80.0, uplink_mbps=20.0, rtt_ms=40.0, region="r")
+    config = SimConfig(
+        versions=(Version(1, "full", 40 * MiB), Version(2, "delta", 3 * MiB)),
+        snapshot_bytes=100_000_000,
+        cadence_s=120.0,
+        watch=WatchConfig(poll_interval_s=5.0),
+        fetch=FetchModel(5.0, install_mb_per_s=400.0, delta_install_mb_per_s=800.0),
+        batch_requests=batch_requests,
+        trainer_rtt_s=0.01,
+        seed=seed,
+    )
+    return FleetSim(FleetLinks((link,)), config).run()
+
+
+@pytest.mark.parametrize("batch_requests", [1, 3, 16])
+def test_one_worker_one_link_takes_the_transfer_time(batch_requests: int) -> None:
+    """After its poll reaches the bucket: the poll's answer (half a round trip), a listing
+    and a manifest (two), the payload's first byte (one), the bytes at TCP's goodput,
+    the install at its rate; exactly, for any number of parts per simulated event."""
+    out = one_worker(batch_requests)
+    rtt, goodput = 0.040, 80e6 / 8 * 1448 / 1514
+    for version, nbytes, install_s in ((1, 40 * MiB, 100e6 / 400e6), (2, 3 * MiB, 100e6 / 800e6)):
+        expected = rtt / 2 + 3 * rtt + nbytes / goodput + install_s
+        seen, installed = out.seen_s[version][0], out.installed_s[version][0]
+        assert installed - seen == pytest.approx(expected, abs=1e-9)
+        # the poll that saw it came within one poll gap (a round trip, then 5 s +- 20 %)
+        visible = out.stamps_s[version] + 3 * 0.01
+        assert 0 <= seen - visible <= rtt + 5.0 * 1.2
+
+
+def test_the_poll_phase_is_drawn_but_the_rest_is_the_same_for_every_seed() -> None:
+    runs = [one_worker(16, seed) for seed in range(8)]
+    seen = {round(o.seen_s[2][0] - o.stamps_s[2], 6) for o in runs}
+    assert len(seen) == 8  # the phase is random
+    spans = {round(o.installed_s[2][0] - o.seen_s[2][0], 9) for o in runs}
+    assert len(spans) == 1
+
+
+def test_a_prefix_admits_its_limit_per_window_and_refuses_the_rest() -> None:
+    prefix = Prefix("p", limit_per_s=100.0, window_s=1.0, background_per_s=30.0)
+    assert prefix.book(5.2, 5.2, 250) == 70  # 100 a second, 30 of them taken by polls
+    assert prefix.book(5.9, 5.9, 10) == 0  # that second is full
+    assert prefix.book(6.0, 6.0, 10) == 10
+    assert prefix.book(7.0, 9.0, 200) == 140  # spread over two windows: 100 each, 70 free
+    assert prefix.discrete_slowdowns == 180 + 10 + 60
+    assert prefix.offered_per_s(10.0)[5] == 250 + 10 + 30
+    unlimited = Prefix("q", limit_per_s=math.inf)
+    assert unlimited.book(0.0, 0.0, 10**6) == 10**6
+
+
+def burst(limit_per_s: float, batch_requests: int):
+    """200 workers holding the keyframe all fetch one 80 MiB delta (a listing, a manifest
+    and ten 8 MiB GETs each) from one prefix; their polls (10 s) take 20/s of it."""
+    rng = random.Random(5)
+    links = tuple(
+        WorkerLink(f"w{i}", rng.uniform(200, 1000), 100.0, rng.uniform(10, 60), "r")
+        for i in range(200)
+    )
+    config = SimConfig(
+        versions=(Version(1, "full", 800 * MiB), Version(2, "delta", 80 * MiB)),
+        snapshot_bytes=1_000_000_000,
+        cadence_s=30.0,
+        watch=WatchConfig(poll_interval_s=10.0),
+        fetch=FetchModel(10.0, install_mb_per_s=2000.0),
+        read_limit_per_s=limit_per_s,
+        batch_requests=batch_requests,
+        start_held=True,
+        trainer_rtt_s=0.0,
+        seed=1,
+    )
+    return FleetSim(FleetLinks(links), config).run()
+
+
+@pytest.mark.parametrize("batch_requests", [1, 16])
+def test_a_rate_limited_prefix_stretches_a_burst_to_its_rate(batch_requests: int) -> None:
+    """2,400 requests through the 80/s the polls leave take at least 2,400 / 80 = 30 s
+    from the first poll that sees the version; without the limit the fleet is done
+    within a poll interval and a few seconds. No window admits more than the limit."""
+    limited, free = burst(100.0, batch_requests), burst(math.inf, batch_requests)
+    start = min(limited.seen_s[2])
+    assert max(limited.installed_s[2]) - start >= 2400 / 80 - 1.0
+    assert max(free.installed_s[2]) - min(free.seen_s[2]) < 10 * 1.2 + 5
+    prefix = limited.regions[0].base
+    assert max(prefix.admitted_per_s(limited.end_s)) <= 100.0 + 1e-9
+    assert limited.total("slowdowns") > 0 and free.total("slowdowns") == 0
+    assert all(t < math.inf for t in limited.installed_s[2])  # every worker got there
+
+
+@pytest.mark.parametrize("path", sorted(RUNS.glob("*.json")), ids=lambda p: p.name)
+def test_calibration_on_the_committed_wan_runs_is_within_ten_percent(path: Path) -> None:
+    run = load_run(path, None, 1 if path.name.startswith("hosts2") else None)
+    lines = predict(run, replications=20)
+    assert {(x["topology"], x["kind"]) for x in lines} == {
+        ("object_storage", "full"), ("object_storage", "delta"),
+        ("peer_chain", "full"), ("peer_chain", "delta"),
+    }  # fmt: skip
+    for x in lines:
+        assert 0.9 <= x["ratio"] <= 1.1, x
+
+
+def test_calibration_refuses_inputs_that_do_not_reproduce_the_recorded_prediction() -> None:
+    with pytest.raises(UsageError, match="--mib N"):
+        load_run(RUNS / "x1-2003.json", 32 * MiB, None)
+    with pytest.raises(UsageError, match="--chains N"):
+        load_run(RUNS / "hosts2-1702.json", None, None)  # that run had one chain, not two
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fleet_sim.py"), *argv],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--workers", "0"], "--workers"),
+        (["--workers", "many"], "not a number"),
+        (["--down-mbit", "100", "10"], "low first"),
+        (["--density", "2"], "at most 1"),
+        (["--poll-interval-s", "-1"], "--poll-interval-s"),
+        (["--route", "carrier-pigeon"], "--route"),
+        (["--provider", "nimbus"], "unknown provider 'nimbus'"),
+        (["--calibrate", "no/such/run.json"], "cannot read it"),
+        (["--calibrate", "pyproject.toml"], "not JSON"),
+        (["--fleet", "no/such/fleet.csv"], "cannot read --fleet"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    done = run_cli(*argv)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], done.stderr
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("route", ["replicate", "relay"])
+def test_a_replica_region_sees_a_version_after_its_lag(route: str) -> None:
+    """The primary's workers see a version within a poll gap of its commit; a replica's
+    only after the provider's replication (100 s, drawn 0.5-1.5x) or the relay's poll
+    and copy (a 400 MB delta at 40 Mbit/s: 80 s)."""
+    links = FleetLinks(
+        tuple(WorkerLink(f"w{i}", 500.0, 100.0, 20.0, f"r{i % 2}") for i in range(20))
+    )
+    config = SimConfig(
+        versions=(Version(1, "full", 8 * MiB), Version(2, "delta", 400_000_000)),
+        snapshot_bytes=16 * MiB,
+        route=route,
+        cadence_s=60.0,
+        watch=WatchConfig(poll_interval_s=2.0),
+        replication_lag_s=100.0,
+        relay_mbps=40.0,
+        start_held=True,
+        seed=2,
+    )
+    out = FleetSim(links, config).run()
+    after = [t - out.stamps_s[2] for t in out.seen_s[2]]
+    primary, replica = after[0::2], after[1::2]
+    assert max(primary) <= 0.15 + 0.02 + 2.0 * 1.2 + 0.02
+    assert min(replica) >= (50.0 if route == "replicate" else 80.0)
+    assert all(t < math.inf for t in out.installed_s[2])
