@@ -237,11 +237,11 @@ class S3Store(ObjectStore):
             tcp_keepalive=True,
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-            # No SHA-256 of every body for its signature (botocore signs it over plain
-            # http, and over https when no checksum header it knows is set): 0.6 CPU s
-            # per GB of a publish, on each side. Every body carries its CRC32C in a
-            # signed header, which the service checks; readers check every byte
-            # against the manifest's BLAKE3, as a GET's answer is never signed.
+            # No SHA-256 of every body for its signature (botocore hashes it over plain
+            # http, and over https too when the checksum is ours, not its own): 0.6
+            # CPU s per GB of a publish. Every body carries its CRC32C in a signed
+            # header, which the service checks; readers check every byte against the
+            # manifest's BLAKE3, as a GET's answer is never signed.
             s3={"payload_signing_enabled": False},
         )
         try:
