@@ -3,6 +3,9 @@
 - :func:`local_s3` starts a real S3 server (SeaweedFS, :func:`local_seaweedfs`) on a
   local address; :func:`make_bucket` makes a bucket on it; :data:`CREDENTIALS` are the
   placeholder keys it accepts (:data:`READ_ONLY_CREDENTIALS` may only read).
+  :func:`local_seaweed_cluster` starts SeaweedFS as a cluster instead (a master, replicated
+  volume servers, a filer, an S3 gateway; each :class:`Placement` may be its own network
+  namespace), whose components a test kills and starts again (:class:`SeaweedCluster`).
   :func:`local_moto` starts moto's mock instead, for what a real server cannot give here.
 - synthetic policies from a seed: :func:`llama_like_layout` (or :func:`dims_for_params`
   for a size) lays out a LLaMA-shaped model, :func:`random_bf16_state` fills it,
@@ -38,6 +41,7 @@ from .seaweed import (
     free_port_pair,
     local_seaweedfs,
 )
+from .seaweed_cluster import Placement, SeaweedCluster, local_seaweed_cluster
 from .synthetic import (
     AdamConfig,
     LlamaDims,
@@ -69,7 +73,9 @@ __all__ = [
     "Fault",
     "FaultProxy",
     "LlamaDims",
+    "Placement",
     "Rule",
+    "SeaweedCluster",
     "SeaweedFS",
     "StoreContract",
     "SyntheticPolicy",
@@ -84,6 +90,7 @@ __all__ = [
     "local_gcs",
     "local_moto",
     "local_s3",
+    "local_seaweed_cluster",
     "local_seaweedfs",
     "make_azure_container",
     "make_bucket",
