@@ -90,6 +90,7 @@ _LAZY: dict[str, str] = {
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
+    "FailureSpan": ".fleet.status",
     "fleet_report": ".fleet.bcast",
     "read_statuses": ".fleet.status",
     "StepStatusWriter": ".fleet.steps",
@@ -122,7 +123,7 @@ if TYPE_CHECKING:
     from .fetch.subscriber import Snapshot, Subscriber
     from .fetch.watch import InstallResult, WatchConfig, Watcher, WatchObserver
     from .fleet.bcast import fleet_report
-    from .fleet.status import StatusReporter, WorkerStatus, read_statuses
+    from .fleet.status import FailureSpan, StatusReporter, WorkerStatus, read_statuses
     from .fleet.steps import StepStatusWriter, VersionMap
     from .format.layout import check_worker_id
     from .format.signing import Signer, Verifier, generate_keypair
@@ -174,6 +175,7 @@ __all__ = [
     "DELTA_MODES",
     "PUBLISH_DTYPES",
     "DirectoryInstaller",
+    "FailureSpan",
     "FetchCancelled",
     "InfeasiblePlanError",
     "InstallResult",
