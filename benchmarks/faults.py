@@ -77,18 +77,24 @@ from wanrl_s3.testing import (
     Fault,
     FaultProxy,
     Rule,
+    free_port,
     local_azure,
     local_gcs,
     local_moto,
+    local_seaweed_cluster,
     make_azure_container,
     make_bucket,
     make_gcs_bucket,
     worker_command,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_outage import ClusterOutages, OutageWorker, Publish  # benchmarks/ is on sys.path
+
 COUNTERS = (
     "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
     "freezes_unseen", "collections_blocked", "bad_input_accepted", "wrong_exits",
+    "failures_unreported",
 )  # fmt: skip
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
 MODEL_FILE = "model.safetensors"  # what `wanrl-s3 worker` keeps in --out-dir
@@ -123,6 +129,8 @@ class Plan:
     hostile_rounds: int = 5  # each worker-side hostile case, this many times
     estimate_fuzz: int = 300  # mutated fleet files
     clouds: bool = True  # truncated objects on gs:// and az:// too (their emulators)
+    cluster_cycles: int = 3  # each: a volume server's crash, then the filer's (part 9)
+    cluster_outage_s: float = 10.0  # how long each stays down
 
     @classmethod
     def quick(cls) -> Plan:
@@ -130,7 +138,7 @@ class Plan:
             cycles_per_fault=1, publisher_kills=2, worker_kills=1, races=2, tamperings=1,
             worker_tamperings=1, worker_tamper_edits=2, both_signing_modes=False,
             full_disks=2, fuzz_examples=40, fuzz_worker_examples=3, hostile_rounds=1,
-            estimate_fuzz=20, clouds=False,
+            estimate_fuzz=20, clouds=False, cluster_cycles=1, cluster_outage_s=4.0,
         )  # fmt: skip
 
 
@@ -149,6 +157,7 @@ class KindStats:
     collections_blocked: int = 0
     bad_input_accepted: int = 0
     wrong_exits: int = 0
+    failures_unreported: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1220,6 +1229,11 @@ class Campaign:
             blob_endpoint = address.split("BlobEndpoint=")[1].split(";")[0]
             yield f"az://{make_azure_container(address)}/truncated", blob_endpoint
 
+    # -- 9. the distributed store under faults --------------------------------------------
+    def cluster_outages(self) -> None:
+        """A SeaweedFS cluster's volume server, then its filer, crash mid-download."""
+        cluster_campaign(self)
+
 
 @contextlib.contextmanager
 def _env(name: str, value: str) -> Iterator[None]:
@@ -1357,6 +1371,89 @@ def argv_strategy(st: Any, values: dict[str, list[str]]) -> Any:
     return st.sampled_from(sorted(FLAGS)).flatmap(for_command)
 
 
+# -- 9. the distributed store under faults (benchmarks/cluster_outage.py) ----------------
+OUTAGE_WORKERS = 3
+OUTAGE_MODEL_BYTES = 4 * 1024 * 1024
+
+
+def cluster_campaign(c: Campaign) -> None:
+    """benchmarks/cluster_outage.py on a SeaweedFS cluster of its own on 127.0.0.1, whatever
+    store the rest of the campaign runs on: ``worker`` processes read it through a
+    trickling proxy, so that a download is in flight at each kill, and every version is
+    published with the CLI. Counted as ``cluster:volume_kill`` and ``cluster:filer_kill``."""
+    if not c.plan.cluster_cycles:
+        return
+    c.kind = "cluster:publish"  # where a publish's own output problems count
+    with (
+        local_seaweed_cluster() as cluster,
+        FaultProxy(cluster.endpoint_url, seed=c.seed, trickle_bytes=64 * 1024,
+                   trickle_delay_s=0.02, trickle_max_s=3.0) as slow,
+    ):  # fmt: skip
+        slow.set_rules([Rule(Fault.TRICKLE, method="GET", key=r"\.bin$")])
+        url = f"s3://{make_bucket(cluster.endpoint_url)}/outage"
+        children = {
+            f"outage-{i}": _outage_worker(c, url, slow.url, i) for i in range(OUTAGE_WORKERS)
+        }
+        scenario = ClusterOutages(
+            cluster, url, [w for _, w in children.values()],
+            _cli_publish(c, url, cluster.endpoint_url), _model_series(c),
+            outage_s=c.plan.cluster_outage_s, stuck_bound_s=120.0,
+        )  # fmt: skip
+        kinds = ["volume", "filer"] * c.plan.cluster_cycles
+        try:
+            reports = scenario.run(kinds, lambda: _stop_outage_workers(children))
+        finally:
+            _stop_outage_workers(children)  # stopped already, unless the scenario failed early
+    for report in reports:
+        c.case(f"cluster:{report.kind}")
+        for counter, what in report.failed:
+            c.fail(counter, what)
+        c.notes.append(report.summary())
+        c.notes.extend(f"cluster:{report.kind}: {note}" for note in report.notes)
+
+
+def _outage_worker(c: Campaign, url: str, endpoint: str, i: int) -> tuple[Child, OutageWorker]:
+    wid, port = f"outage-{i}", free_port()
+    out_dir = c.path(f"outage/{wid}/out")
+    out_dir.mkdir(exist_ok=True)
+    argv = worker_command(url, endpoint, str(out_dir), wid, 0.2, "--metrics-port", str(port),
+                          "--metrics-addr", "127.0.0.1")[3:]  # fmt: skip
+    child = fork_cli(argv, c.logs)
+    return child, OutageWorker(wid, out_dir, f"http://127.0.0.1:{port}/metrics", child.err_path)
+
+
+def _stop_outage_workers(children: dict[str, tuple[Child, OutageWorker]]) -> dict[str, int | None]:
+    codes: dict[str, int | None] = {}
+    for wid, (child, _) in children.items():
+        code = child.stop(signal.SIGTERM)
+        codes[wid] = 0 if code == 128 + signal.SIGTERM else code  # before its handler was set
+    return codes
+
+
+def _cli_publish(c: Campaign, url: str, endpoint: str) -> Publish:
+    """``wanrl-s3 publish`` of each version from a file: None once it exits 0."""
+
+    def publish(version: int, model: dict[str, np.ndarray]) -> str | None:
+        src = c.path(f"outage/src/v{version}.safetensors")
+        write_file(src, model)
+        done = c.cli("publish", str(src), "--store", url, "--version", str(version),
+                     "--endpoint-url", endpoint, raw=True)  # fmt: skip
+        return None if done.code == 0 else f"exit {done.code}: {done.err.strip()[-160:]}"
+
+    return publish
+
+
+def _model_series(c: Campaign) -> Callable[[int], dict[str, np.ndarray]]:
+    """Version 1, then each next one a nudge of the one before (asked for in order)."""
+    held: list[dict[str, np.ndarray]] = []
+
+    def model(version: int) -> dict[str, np.ndarray]:
+        held[:] = [nudge(c.nprng, held[0]) if held else make_model(c.nprng, OUTAGE_MODEL_BYTES)]
+        return held[0]
+
+    return model
+
+
 # -- report -------------------------------------------------------------------------------
 def summary(c: Campaign) -> dict[str, Any]:
     totals = {k: sum(getattr(s, k) for s in c.stats.values()) for k in COUNTERS}
@@ -1402,7 +1499,7 @@ def run_campaign(endpoint: str, seed: int, plan: Plan, workdir: Path) -> dict[st
 
 def _run(c: Campaign) -> dict[str, Any]:
     parts = (c.fault_cycles, c.publisher_kills, c.worker_kills, c.races, c.tamperings,
-             c.full_disks, c.fuzz, c.hostile)  # fmt: skip
+             c.full_disks, c.fuzz, c.hostile, c.cluster_outages)  # fmt: skip
     timings: dict[str, float] = {}
     with c.proxy, c.slow:
         for part in parts:

@@ -6,6 +6,8 @@ rate limit is checked exactly, not by sleeping.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.fleet.test_status import install
@@ -103,6 +105,23 @@ def test_failures_the_bucket_could_not_take_are_written_once_it_can(
     assert (span.first_at_s, span.last_at_s, span.count) == (50.0, 52.5, 2)
     assert span.message == "reading LATEST failed: 503" and span.ended_at_s is not None
     assert span.overlaps(52.0, 53.0) and not span.overlaps(span.ended_at_s + 1, 1e12)
+
+
+def test_a_failure_told_as_it_happens_counts_though_no_look_at_the_current_one_saw_it(
+    s3_store: ObjectStore,
+) -> None:
+    """A worker's poll failed and recovered while its serving loop was installing: only
+    the watcher's observer, which calls ``failed`` from the poll thread, saw it."""
+    reporter = StatusReporter(s3_store, "w5", failure_interval_s=10, monotonic=Ticks())
+    told = threading.Thread(target=reporter.failed, args=("reading LATEST failed: 500", 70.0))
+    told.start()
+    told.join()
+    reporter.failed("reading LATEST failed: 500", 70.0)  # the same failure, told again
+    assert reporter.failing(None) is False  # the loop's next look: it is over already
+    reporter.installed(install(5, at_s=80.0))
+    (span,) = stored(s3_store, "w5").failures
+    assert (span.first_at_s, span.last_at_s, span.count) == (70.0, 70.0, 1)
+    assert span.ended_at_s is not None and span.ended_at_s >= 70.0
 
 
 def test_a_restarted_worker_keeps_its_failure_stretches_and_ends_the_open_one(

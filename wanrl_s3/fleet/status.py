@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -273,6 +274,8 @@ class StatusReporter:
         self._written_s = -math.inf  # when _write last wrote (monotonic)
         self._failure_written_s: float | None = None  # when failing() last wrote
         self._failure_shown: str | None = None  # the message failing() last wrote
+        self._failures: tuple[FailureSpan, ...] = ()  # apart from status: any thread adds
+        self._failures_lock = threading.Lock()
 
     def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
         self._failure_shown = None  # the install clears it
@@ -292,9 +295,13 @@ class StatusReporter:
         by :meth:`error` is not cleared here, only by the next install.
 
         Every call also keeps the stretch of failures (:class:`FailureSpan`) in
-        memory, written or not, so the next write that gets through carries it.
+        memory, written or not (see :meth:`failed`); ``None`` ends it.
         """
-        self.status = replace(self.status, failures=self._spans(message, at_s))
+        if message is None:
+            with self._failures_lock:
+                self._failures = _ended(self._failures, time.time())
+        else:
+            self.failed(message, at_s)
         if message is None and (
             self._failure_shown is None or self.status.last_error != self._failure_shown
         ):
@@ -309,24 +316,18 @@ class StatusReporter:
         self._write(self.status.with_error(message, at_s))
         return True
 
-    def _spans(self, message: str | None, at_s: float | None) -> tuple[FailureSpan, ...]:
-        """The failure spans after one more look at the current failure (None: none).
+    def failed(self, message: str, at_s: float | None = None) -> None:
+        """Count one failure of the background work (at ``at_s``, wall clock) into its
+        stretch of failures, in memory: the next write that gets through carries it.
 
-        A failure seen again (same time) counts once; the end of a span is when the
-        worker first saw no failure."""
-        spans = self.status.failures
-        open_span = spans[-1] if spans and spans[-1].ended_at_s is None else None
-        if message is None:
-            if open_span is None:
-                return spans
-            return (*spans[:-1], replace(open_span, ended_at_s=time.time()))
+        Any thread may call it. A worker's watcher observer does, for each failure as
+        it happens, so that one that comes and goes between two :meth:`failing` calls
+        (while the caller is busy installing, say) is counted too; the same failure
+        told twice (same time) counts once.
+        """
         at = time.time() if at_s is None else at_s
-        if open_span is None:
-            return (*spans, FailureSpan(at, at, 1, message))[-FAILURE_HISTORY:]
-        if at == open_span.last_at_s:
-            return spans
-        newer = replace(open_span, last_at_s=at, count=open_span.count + 1, message=message)
-        return (*spans[:-1], newer)
+        with self._failures_lock:
+            self._failures = _with_failure(self._failures, message, at)
 
     def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
         """Start (or restart) under this worker id: keep the previous object's history.
@@ -351,9 +352,10 @@ class StatusReporter:
                 downloaded_bytes_total=old.downloaded_bytes_total,
                 started_at_s=old.started_at_s if old.started_at_s is not None else now,
                 absences=(*old.absences, *gap)[-HISTORY:],
-                failures=_closed(old.failures, old.updated_at_s),
                 extra=old.extra,
             )
+            with self._failures_lock:  # an open stretch ended with the process before
+                self._failures = _ended(old.failures, old.updated_at_s)
         self._write(status)
 
     def heartbeat(self) -> bool:
@@ -378,13 +380,27 @@ class StatusReporter:
     def _write(self, status: WorkerStatus, extra: Mapping[str, Any] | None = None) -> None:
         if extra is not None:
             status = replace(status, extra=dict(extra))
-        self.status = replace(status, updated_at_s=time.time())
+        with self._failures_lock:
+            self.status = replace(status, failures=self._failures, updated_at_s=time.time())
         self._written_s = self._monotonic()
         self.store.put_bytes(self.key, self.status.to_json())
 
 
-def _closed(spans: tuple[FailureSpan, ...], at_s: float) -> tuple[FailureSpan, ...]:
-    """``spans`` with an open last one ended at ``at_s`` (its process is gone)."""
+def _with_failure(
+    spans: tuple[FailureSpan, ...], message: str, at_s: float
+) -> tuple[FailureSpan, ...]:
+    """``spans`` counting one more failure: into the open stretch, or a new one."""
+    if spans and at_s == spans[-1].last_at_s:
+        return spans  # this failure, told again
+    last = spans[-1] if spans and spans[-1].ended_at_s is None else None
+    if last is None:
+        return (*spans, FailureSpan(at_s, at_s, 1, message))[-FAILURE_HISTORY:]
+    newer = replace(last, last_at_s=max(at_s, last.last_at_s), count=last.count + 1)
+    return (*spans[:-1], replace(newer, message=message))
+
+
+def _ended(spans: tuple[FailureSpan, ...], at_s: float) -> tuple[FailureSpan, ...]:
+    """``spans`` with an open last stretch ended at ``at_s``."""
     if spans and spans[-1].ended_at_s is None:
         return (*spans[:-1], replace(spans[-1], ended_at_s=max(at_s, spans[-1].last_at_s)))
     return spans
