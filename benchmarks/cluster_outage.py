@@ -39,10 +39,11 @@ failures each worker counted and showed.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
-import subprocess
 import sys
 import tempfile
 import threading
@@ -50,6 +51,7 @@ import time
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import numpy as np
@@ -360,13 +362,17 @@ class ClusterOutages:
             report.fail("versions_lost", f"LATEST is v{status.get('latest')}, not v{newest}")
 
     def _status(self) -> dict:
-        """``wanrl-s3 status --json``, the command an operator runs."""
-        argv = [sys.executable, "-m", "wanrl_s3.cli", "status", "--store", self.url,
-                "--endpoint-url", self.cluster.endpoint_url, "--json", "--no-freeze"]  # fmt: skip
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise RuntimeError(f"wanrl-s3 status exited {done.returncode}: {done.stderr[-500:]}")
-        return dict(json.loads(done.stdout))
+        """``wanrl-s3 status --json``, the command an operator runs (its entry point, in
+        this process: starting an interpreter costs seconds here)."""
+        argv = ["status", "--store", self.url, "--endpoint-url", self.cluster.endpoint_url,
+                "--json", "--no-freeze"]  # fmt: skip
+        (entry,) = entry_points(group="console_scripts", name="wanrl-s3")
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = entry.load()(argv)
+        if code != 0:
+            raise RuntimeError(f"wanrl-s3 status exited {code}: {err.getvalue()[-500:]}")
+        return dict(json.loads(out.getvalue()))
 
     def _check_versions(self, report: CycleReport) -> None:
         """Every version of the cycle that is committed pulls bit-exact; one said committed is."""
