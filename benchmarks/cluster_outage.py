@@ -86,6 +86,7 @@ class CycleReport:
     kind: str  # volume_kill | filer_kill
     killed: str = ""  # the component's name in the cluster
     versions: dict[int, str] = dataclasses.field(default_factory=dict)  # "committed" or why not
+    workers: int = 0
     downloading_at_kill: int = 0  # workers that had seen v and not installed it
     outage_s: float = 0.0  # from the kill until the component served again
     converged_s: float | None = None  # from the publish of v + 2 until every worker held it
@@ -109,8 +110,9 @@ class CycleReport:
         shown = sum(self.failures_shown.values())
         converged = "never" if self.converged_s is None else f"{self.converged_s:g} s"
         return (
-            f"{self.kind}: {self.killed} killed with {self.downloading_at_kill} workers "
-            f"downloading, down {self.outage_s:g} s; {versions}; workers counted {counted} "
+            f"{self.kind}: {self.killed} killed with {self.downloading_at_kill} of "
+            f"{self.workers} workers downloading, down {self.outage_s:g} s; {versions}; "
+            f"workers counted {counted} "
             f"failures, their status shows {shown}; all at the newest after {converged}"
         )
 
@@ -217,6 +219,20 @@ def scrape(url: str) -> dict[str, float]:
     return out
 
 
+def series(
+    first: Callable[[], dict[str, np.ndarray]],
+    after: Callable[[dict[str, np.ndarray], int], dict[str, np.ndarray]],
+) -> Callable[[int], dict[str, np.ndarray]]:
+    """Versions asked for in order: ``first()``, then each ``after(the one before, v)``."""
+    held: list[dict[str, np.ndarray]] = []
+
+    def state(version: int) -> dict[str, np.ndarray]:
+        held[:] = [after(held[0], version) if held else first()]
+        return held[0]
+
+    return state
+
+
 # -- the scenario ---------------------------------------------------------------------------
 class ClusterOutages:
     """Kill-and-restart cycles on a cluster while ``workers`` follow ``url`` (see the module
@@ -260,7 +276,7 @@ class ClusterOutages:
         return reports
 
     def cycle(self, component: str) -> CycleReport:
-        report = CycleReport(KINDS[component])
+        report = CycleReport(KINDS[component], workers=len(self.workers))
         before = {w.worker_id: scrape(w.metrics_url).get("failures") for w in self.workers}
         first = self._publish(report, must_commit=True)
         self._wait_seen(first, report)
@@ -268,7 +284,7 @@ class ClusterOutages:
         killed_at = time.time()
         self.cluster.kill(report.killed)
         self.say(f"{report.kind}: killed {report.killed} with {report.downloading_at_kill} "
-                 f"of {len(self.workers)} workers downloading v{first}")  # fmt: skip
+                 f"of {report.workers} workers downloading v{first}")  # fmt: skip
         self._publish(report, must_commit=False)
         time.sleep(max(0.0, killed_at + self.outage_s - time.time()))
         self.cluster.start(report.killed)

@@ -89,7 +89,12 @@ from wanrl_s3.testing import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cluster_outage import ClusterOutages, OutageWorker, Publish  # benchmarks/ is on sys.path
+from cluster_outage import (
+    ClusterOutages,
+    OutageWorker,
+    Publish,
+    series,
+)  # benchmarks/ is on sys.path
 
 COUNTERS = (
     "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
@@ -1396,7 +1401,9 @@ def cluster_campaign(c: Campaign) -> None:
         }
         scenario = ClusterOutages(
             cluster, url, [w for _, w in children.values()],
-            _cli_publish(c, url, cluster.endpoint_url), _model_series(c),
+            _cli_publish(c, url, cluster.endpoint_url),
+            series(lambda: make_model(c.nprng, OUTAGE_MODEL_BYTES),
+                   lambda model, _: nudge(c.nprng, model)),
             outage_s=c.plan.cluster_outage_s, stuck_bound_s=120.0,
         )  # fmt: skip
         kinds = ["volume", "filer"] * c.plan.cluster_cycles
@@ -1441,17 +1448,6 @@ def _cli_publish(c: Campaign, url: str, endpoint: str) -> Publish:
         return None if done.code == 0 else f"exit {done.code}: {done.err.strip()[-160:]}"
 
     return publish
-
-
-def _model_series(c: Campaign) -> Callable[[int], dict[str, np.ndarray]]:
-    """Version 1, then each next one a nudge of the one before (asked for in order)."""
-    held: list[dict[str, np.ndarray]] = []
-
-    def model(version: int) -> dict[str, np.ndarray]:
-        held[:] = [nudge(c.nprng, held[0]) if held else make_model(c.nprng, OUTAGE_MODEL_BYTES)]
-        return held[0]
-
-    return model
 
 
 # -- report -------------------------------------------------------------------------------
