@@ -5,6 +5,8 @@ races, tampering, full disks and fuzzed arguments, with every outcome checked.
 .venv/bin/python benchmarks/faults.py --seed 14            # the whole campaign
 .venv/bin/python benchmarks/faults.py --seed 14 --quick    # its fast part (make test runs it)
 .venv/bin/python benchmarks/faults.py --seed 14 --json     # the summary as JSON
+.venv/bin/python benchmarks/faults.py --parts cluster_outages --cluster-ns-prefix NAME
+                                   # part 9 alone, its cluster spread over namespaces (root)
 ```
 
 Everything goes through the real command line: in this process through the
@@ -50,7 +52,18 @@ After each case it checks and counts, per kind (each must stay 0):
   signed by a key its readers do not trust (a bucket writer's, a revoked one);
 - ``planted_installs``: another run's genuine version (same key), planted with its
   LATEST in this run's prefix, installed by a verifying worker or returned by
-  ``pull latest --verify-key --run``.
+  ``pull latest --verify-key --run``;
+- ``failures_unreported``: a worker whose metrics counted failures while a
+  component of a SeaweedFS cluster was down, whose ``wanrl-s3 status`` shows no
+  stretch of failures in that time (part 9, benchmarks/cluster_outage.py, which
+  also counts its partial and forged installs, lost versions and stuck workers
+  under the counters above).
+
+Part 9 runs on a SeaweedFS cluster of its own (a master, three volume servers
+keeping two copies of every volume, a filer, the S3 gateway): on 127.0.0.1, or
+with ``--cluster-ns-prefix`` (root and iproute2) on three namespaced machines of a
+store LAN, as benchmarks/wan_fleet.py places it. ``--parts`` runs the parts named
+(the methods of :class:`Campaign` in ``_run``), in their order.
 
 Retries are the repeated requests the proxy saw (same method, target, range and
 conditions): the store's retry layer re-sends a request after each transient failure.
@@ -90,6 +103,7 @@ from wanrl_s3.testing import (
     Fault,
     FaultProxy,
     Rule,
+    SeaweedCluster,
     free_port,
     local_azure,
     local_gcs,
@@ -108,6 +122,7 @@ from cluster_outage import (
     Publish,
     series,
 )  # benchmarks/ is on sys.path
+from wan_fleet_outage import regional_store
 
 COUNTERS = (
     "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
@@ -151,6 +166,7 @@ class Plan:
     clouds: bool = True  # truncated objects on gs:// and az:// too (their emulators)
     cluster_cycles: int = 3  # each: a volume server's crash, then the filer's (part 9)
     cluster_outage_s: float = 10.0  # how long each stays down
+    cluster_ns_prefix: str | None = None  # part 9's cluster in namespaces so named (root)
     relay_tamperings: int = 4  # per kind and signing mode
     untrusted_bases: int = 4  # per kind of untrusted key
     cross_run_plants: int = 4
@@ -1595,7 +1611,7 @@ def cluster_campaign(c: Campaign) -> None:
         return
     c.kind = "cluster:publish"  # where a publish's own output problems count
     with (
-        local_seaweed_cluster() as cluster,
+        _cluster(c.plan.cluster_ns_prefix) as cluster,
         FaultProxy(cluster.endpoint_url, seed=c.seed, trickle_bytes=64 * 1024,
                    trickle_delay_s=0.02, trickle_max_s=3.0) as slow,
     ):  # fmt: skip
@@ -1622,6 +1638,20 @@ def cluster_campaign(c: Campaign) -> None:
             c.fail(counter, what)
         c.notes.append(report.summary())
         c.notes.extend(f"cluster:{report.kind}: {note}" for note in report.notes)
+
+
+@contextlib.contextmanager
+def _cluster(ns_prefix: str | None) -> Iterator[SeaweedCluster]:
+    """Part 9's cluster: on 127.0.0.1, or on benchmarks/wan_fleet.py's store machines
+    (namespaces named ``<ns_prefix>-<pid>-store<k>`` on a bridge this namespace reaches)."""
+    if ns_prefix is None:
+        with local_seaweed_cluster() as cluster:
+            yield cluster
+        return
+    with regional_store("seaweed-cluster", ns_prefix) as (_, cluster):
+        if cluster is None:
+            raise RuntimeError("regional_store gave no cluster for seaweed-cluster")
+        yield cluster
 
 
 def _outage_worker(c: Campaign, url: str, endpoint: str, i: int) -> tuple[Child, OutageWorker]:
@@ -1673,7 +1703,9 @@ def summary(c: Campaign) -> dict[str, Any]:
     }
 
 
-SHORT = ("part", "forg", "lost", "stuck", "trace", "relay", "heal", "base", "plant")  # COUNTERS
+# the table's column heads: COUNTERS, in order
+SHORT = ("part", "forg", "lost", "stuck", "trace", "frz", "coll", "badin", "exit", "unrep",
+         "relay", "heal", "base", "plant")  # fmt: skip
 
 
 def table(report: dict[str, Any]) -> str:
@@ -1690,20 +1722,26 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def run_campaign(endpoint: str, seed: int, plan: Plan, workdir: Path) -> dict[str, Any]:
+# Campaign's methods, in the order they run
+PARTS = ("fault_cycles", "publisher_kills", "worker_kills", "races", "tamperings",
+         "relay_tamperings", "untrusted_bases", "cross_run_plants", "full_disks", "fuzz",
+         "hostile", "cluster_outages")  # fmt: skip
+
+
+def run_campaign(
+    endpoint: str, seed: int, plan: Plan, workdir: Path, parts: tuple[str, ...] = PARTS
+) -> dict[str, Any]:
     os.environ["AWS_ENDPOINT_URL"] = endpoint  # nothing a fuzzed flag names may leave this host
     cwd = os.getcwd()
     os.chdir(workdir)  # fuzzed relative paths land in the scratch directory
     try:
-        return _run(Campaign(endpoint, workdir, seed, plan))
+        return _run(Campaign(endpoint, workdir, seed, plan), parts)
     finally:
         os.chdir(cwd)
 
 
-def _run(c: Campaign) -> dict[str, Any]:
-    parts = (c.fault_cycles, c.publisher_kills, c.worker_kills, c.races, c.tamperings,
-             c.relay_tamperings, c.untrusted_bases, c.cross_run_plants, c.full_disks,
-             c.fuzz, c.hostile, c.cluster_outages)  # fmt: skip
+def _run(c: Campaign, names: tuple[str, ...]) -> dict[str, Any]:
+    parts = [getattr(c, name) for name in PARTS if name in names]
     timings: dict[str, float] = {}
     with c.proxy, c.slow:
         for part in parts:
@@ -1717,16 +1755,30 @@ def _run(c: Campaign) -> dict[str, Any]:
     return {**summary(c), "seconds": timings}
 
 
+def _parts(text: str) -> tuple[str, ...]:
+    chosen = tuple(p.strip() for p in text.split(","))
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no part {unknown[0]!r}: they are {','.join(PARTS)}")
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--quick", action="store_true", help="the fast part (make test)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--parts", type=_parts, default=PARTS, metavar="P[,P...]",
+                        help=f"the parts to run, of {','.join(PARTS)} (default: all)")  # fmt: skip
+    parser.add_argument("--cluster-ns-prefix", default=None, metavar="NAME",
+                        help="part 9's cluster on namespaces NAME-... (root)")  # fmt: skip
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
+    plan = dataclasses.replace(plan, cluster_ns_prefix=args.cluster_ns_prefix)
     start = time.monotonic()
     with local_moto() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
-        report = run_campaign(endpoint, args.seed, plan, Path(tmp))
+        report = run_campaign(endpoint, args.seed, plan, Path(tmp), args.parts)
+    report["parts"] = list(args.parts)
     report["total_s"] = round(time.monotonic() - start, 1)
     if args.json:
         print(json.dumps(report, indent=1))

@@ -155,3 +155,15 @@ def test_a_restarted_worker_keeps_its_failure_stretches_and_ends_the_open_one(
 def test_a_hostile_status_object_is_a_status_error_not_a_crash(data: bytes) -> None:
     with pytest.raises(WorkerStatusError, match="malformed worker status object"):
         WorkerStatus.from_json(data)
+
+
+def test_an_install_ends_the_open_stretch_though_no_look_saw_the_failure_end(
+    s3_store: ObjectStore,
+) -> None:
+    """The poll failed (told by the observer) and the next one went on to install: the
+    serving loop never said the failure was over, the install is that proof."""
+    reporter = StatusReporter(s3_store, "w6", failure_interval_s=10, monotonic=Ticks())
+    reporter.failed("reading LATEST failed: InternalError", 90.0)
+    reporter.installed(install(6, at_s=95.0))
+    (span,) = stored(s3_store, "w6").failures
+    assert span.count == 1 and span.ended_at_s is not None and span.ended_at_s >= 90.0

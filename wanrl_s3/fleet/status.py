@@ -278,7 +278,12 @@ class StatusReporter:
         self._failures_lock = threading.Lock()
 
     def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
+        """Record an install. It is the background work succeeding, so it also ends an
+        open stretch of failures: else the status written now would say "failing"
+        until the next write, which an idle worker makes only at its heartbeat."""
         self._failure_shown = None  # the install clears it
+        with self._failures_lock:
+            self._failures = _ended(self._failures, time.time())
         self._write(self.status.with_install(result), extra)
 
     def error(self, message: str, at_s: float | None = None) -> None:
