@@ -262,6 +262,7 @@ class ClusterOutages:
         """One cycle per component (``volume``, ``filer``), then stop the workers (the
         caller's way: their exit codes by worker id) and check what they left."""
         reports: list[CycleReport] = []
+        self._wait_metrics()
         self.watch.start()
         try:
             for component in components:
@@ -299,6 +300,19 @@ class ClusterOutages:
         return report
 
     # -- steps
+    def _wait_metrics(self) -> None:
+        """Until every worker serves its metrics: a cycle counts failures from them."""
+        deadline = time.monotonic() + SEEN_BOUND_S
+        silent = list(self.workers)
+        while silent and time.monotonic() < deadline:
+            silent = [w for w in silent if not scrape(w.metrics_url)]
+            time.sleep(0.1 if silent else 0)
+        if silent:
+            raise RuntimeError(
+                f"{', '.join(w.worker_id for w in silent)} served no metrics within "
+                f"{SEEN_BOUND_S:g} s"
+            )
+
     def _publish(self, report: CycleReport, *, must_commit: bool) -> int:
         self.version += 1
         v, state = self.version, self.states(self.version)

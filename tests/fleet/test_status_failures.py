@@ -167,3 +167,14 @@ def test_an_install_ends_the_open_stretch_though_no_look_saw_the_failure_end(
     reporter.installed(install(6, at_s=95.0))
     (span,) = stored(s3_store, "w6").failures
     assert span.count == 1 and span.ended_at_s is not None and span.ended_at_s >= 90.0
+
+
+def test_a_failure_told_again_after_a_newer_one_still_counts_once(s3_store: ObjectStore) -> None:
+    """The observer tells a poll failure, then a download failure; the serving loop, which
+    looked before the second, then reports the first: three calls, two failures."""
+    reporter = StatusReporter(s3_store, "w7", failure_interval_s=0, monotonic=Ticks())
+    reporter.failed("reading LATEST failed: 500", 100.0)
+    reporter.failed("download of v3 failed: reset", 100.5)
+    reporter.failing("reading LATEST failed: 500", at_s=100.0)
+    (span,) = stored(s3_store, "w7").failures
+    assert (span.first_at_s, span.last_at_s, span.count) == (100.0, 100.5, 2)

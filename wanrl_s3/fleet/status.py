@@ -29,6 +29,7 @@ import json
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
@@ -48,6 +49,7 @@ MAX_STATUS_BYTES = 4 * MiB  # 64 installs are ~20 KB; an integration's fields fi
 FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this often
 HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast.py)
 FAILURE_HISTORY = 16  # failure spans kept per worker, newest last
+TOLD_KEPT = 256  # recent failure times a reporter remembers, to count each failure once
 
 
 @dataclass(frozen=True)
@@ -275,6 +277,7 @@ class StatusReporter:
         self._failure_written_s: float | None = None  # when failing() last wrote
         self._failure_shown: str | None = None  # the message failing() last wrote
         self._failures: tuple[FailureSpan, ...] = ()  # apart from status: any thread adds
+        self._told: deque[float] = deque(maxlen=TOLD_KEPT)  # times of failures counted
         self._failures_lock = threading.Lock()
 
     def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
@@ -328,10 +331,13 @@ class StatusReporter:
         Any thread may call it. A worker's watcher observer does, for each failure as
         it happens, so that one that comes and goes between two :meth:`failing` calls
         (while the caller is busy installing, say) is counted too; the same failure
-        told twice (same time) counts once.
+        told twice (same time), in whatever order with others, counts once.
         """
         at = time.time() if at_s is None else at_s
         with self._failures_lock:
+            if at in self._told:
+                return
+            self._told.append(at)
             self._failures = _with_failure(self._failures, message, at)
 
     def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
@@ -400,8 +406,9 @@ def _with_failure(
     last = spans[-1] if spans and spans[-1].ended_at_s is None else None
     if last is None:
         return (*spans, FailureSpan(at_s, at_s, 1, message))[-FAILURE_HISTORY:]
-    newer = replace(last, last_at_s=max(at_s, last.last_at_s), count=last.count + 1)
-    return (*spans[:-1], replace(newer, message=message))
+    if at_s < last.last_at_s:  # told late: counted, the newer message stays
+        return (*spans[:-1], replace(last, count=last.count + 1))
+    return (*spans[:-1], replace(last, last_at_s=at_s, count=last.count + 1, message=message))
 
 
 def _ended(spans: tuple[FailureSpan, ...], at_s: float) -> tuple[FailureSpan, ...]:
