@@ -1603,13 +1603,13 @@ OUTAGE_MODEL_BYTES = 4 * 1024 * 1024
 
 
 def cluster_campaign(c: Campaign) -> None:
-    """benchmarks/cluster_outage.py on a SeaweedFS cluster of its own on 127.0.0.1, whatever
+    """benchmarks/cluster_outage.py on a SeaweedFS cluster of its own (see ``_cluster``), whatever
     store the rest of the campaign runs on: ``worker`` processes read it through a
     trickling proxy, so that a download is in flight at each kill, and every version is
-    published with the CLI. Counted as ``cluster:volume_kill`` and ``cluster:filer_kill``."""
+    published with the CLI (each a case of ``cluster:publish``: its exit code and output are
+    checked). Each cycle counts as ``cluster:volume_kill`` or ``cluster:filer_kill``."""
     if not c.plan.cluster_cycles:
         return
-    c.kind = "cluster:publish"  # where a publish's own output problems count
     with (
         _cluster(c.plan.cluster_ns_prefix) as cluster,
         FaultProxy(cluster.endpoint_url, seed=c.seed, trickle_bytes=64 * 1024,
@@ -1678,6 +1678,7 @@ def _cli_publish(c: Campaign, url: str, endpoint: str) -> Publish:
     def publish(version: int, model: dict[str, np.ndarray]) -> str | None:
         src = c.path(f"outage/src/v{version}.safetensors")
         write_file(src, model)
+        c.case("cluster:publish")  # its exit code and output are checked as every command's
         done = c.cli("publish", str(src), "--store", url, "--version", str(version),
                      "--endpoint-url", endpoint, raw=True)  # fmt: skip
         return None if done.code == 0 else f"exit {done.code}: {done.err.strip()[-160:]}"
