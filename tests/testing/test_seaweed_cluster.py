@@ -8,26 +8,16 @@ object it knew about. Everything runs on 127.0.0.1 (no namespaces).
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import botocore.exceptions as bx
 import pytest
 
+from tests.testing.test_seaweed import _bindable
 from wanrl_s3 import NotFoundError, open_store
 from wanrl_s3.errors import UsageError
 from wanrl_s3.testing import Placement, local_seaweed_cluster, make_bucket
 from wanrl_s3.testing.seaweed import RUNNING, s3_client
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 def test_a_volume_server_and_the_filer_crash_and_come_back_with_every_object() -> None:
