@@ -383,6 +383,12 @@ class ClusterOutages:
                 if span.overlaps(from_s - 1, to_s + 1)
             ]
             report.failures_shown[w.worker_id] = sum(span.count for span in spans)
+            if report.failures_shown[w.worker_id] != counted:  # not a finding: say what
+                report.notes.append(f"{w.worker_id} counted {counted}, shows " + "; ".join(
+                    f"{s.count} from {s.first_at_s - from_s:+.1f} s to "
+                    f"{s.last_at_s - from_s:+.1f} s, ended "
+                    f"{'-' if s.ended_at_s is None else f'{s.ended_at_s - from_s:+.1f} s'}: "
+                    f"{s.message[:100]}" for s in spans))  # fmt: skip
             if counted and not spans:
                 report.fail("failures_unreported",
                             f"{w.worker_id} counted {counted} failures from the kill on; its "
