@@ -59,6 +59,8 @@ _PUBLIC: dict[str, str] = {
     "RegionsConfig": ".regions.config",
     "load_regions": ".regions.config",
     "choose_region": ".regions.probe",
+    "FailoverConfig": ".regions.failover",
+    "RegionFailover": ".regions.failover",
     "StoreRoles": ".regions.roles",
     "store_roles": ".regions.roles",
     # signing
@@ -182,6 +184,8 @@ if TYPE_CHECKING:
     from .regions.config import Region as Region
     from .regions.config import RegionsConfig as RegionsConfig
     from .regions.config import load_regions as load_regions
+    from .regions.failover import FailoverConfig as FailoverConfig
+    from .regions.failover import RegionFailover as RegionFailover
     from .regions.probe import choose_region as choose_region
     from .regions.roles import StoreRoles as StoreRoles
     from .regions.roles import store_roles as store_roles

@@ -56,6 +56,7 @@ def test_a_volume_server_and_the_filer_crash_and_come_back_with_every_object() -
     assert not data_dir.exists() and cluster.endpoint_url not in RUNNING
     assert all(_bindable(p) and _bindable(p + 10000) for p in ports)
     assert not [p for port in ports for p in Path("/tmp").glob(f"seaweedfs-*-{port + 10000}.sock")]
+    assert not [p for port in ports for p in Path("/tmp").glob(f"wanrl-seaweedfs-{port}-*.sock")]
 
 
 @pytest.mark.parametrize(

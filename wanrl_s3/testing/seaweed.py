@@ -182,9 +182,15 @@ def _argv(
         "-webdav=false", "-admin.ui=false", "-master.telemetry=false",  # nothing leaves
         f"-volume.max={_MAX_VOLUMES}", f"-s3.config={config}",
         "-s3.autoCreateBucket=false",  # a missing bucket is an error, as on S3
-        f"-filer.localSocket={data_dir / 'filer.sock'}",
-        f"-s3.localSocket={data_dir / 's3.sock'}",
+        f"-filer.localSocket={_local_socket(ports['s3'], 'filer')}",
+        f"-s3.localSocket={_local_socket(ports['s3'], 's3')}",
     ]  # fmt: skip
+
+
+def _local_socket(s3_port: int, component: str) -> Path:
+    """A Unix socket's path in /tmp, named by port: a path in a deep $TMPDIR would pass
+    the kernel's 107-byte limit and SeaweedFS would die with a Go stack trace."""
+    return Path("/tmp") / f"wanrl-seaweedfs-{s3_port}-{component}.sock"
 
 
 def _identities() -> dict[str, object]:
@@ -319,7 +325,8 @@ def _listens(pid: int, port: int) -> bool:
 def _stop(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> None:
     """Kill at once: its data is a temporary folder removed next, and a graceful
     stop takes SeaweedFS 17 to 27 s (measured here). Then remove the gRPC
-    sockets it made in /tmp (a fixed folder, named by port, not $TMPDIR)."""
+    sockets it made in /tmp (a fixed folder, named by port, not $TMPDIR) and its
+    local sockets (:func:`_local_socket`)."""
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     proc.wait()
@@ -340,6 +347,8 @@ def remove_grpc_sockets(ports: Iterable[int]) -> None:
     for port in ports:
         for path in _grpc_sockets(port):
             path.unlink(missing_ok=True)
+        for component in ("filer", "s3"):
+            _local_socket(port, component).unlink(missing_ok=True)
 
 
 def _die_with_parent() -> Callable[[], None] | None:

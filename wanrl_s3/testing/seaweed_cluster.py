@@ -52,6 +52,7 @@ from .seaweed import (
     _die_with_parent,
     _free_ports,
     _identities,
+    _local_socket,
     _pair_free,
     answers,
     remove_grpc_sockets,
@@ -297,13 +298,13 @@ def _argvs(
                        *([f"-rack=rack{i}"] if racks else [])]  # fmt: skip
     argvs["filer"] = [binary, "filer", *where("filer"), f"-master={master}",
                       f"-defaultStoreDir={data_dir / 'filer'}",
-                      f"-localSocket={data_dir / 'filer' / 'filer.sock'}"]  # fmt: skip
+                      f"-localSocket={_local_socket(ports['filer'], 'filer')}"]  # fmt: skip
     config = data_dir / "s3" / "s3.json"
     config.write_text(json.dumps(_identities()))
     filer = f"{placement['filer'].ip}:{ports['filer']}"
     argvs["s3"] = [binary, "s3", *where("s3"), f"-filer={filer}", f"-config={config}",
                    "-port.iceberg=0", "-port.lance=0", "-autoCreateBucket=false",
-                   f"-localSocket={data_dir / 's3' / 's3.sock'}"]  # fmt: skip
+                   f"-localSocket={_local_socket(ports['s3'], 's3')}"]  # fmt: skip
     return argvs
 
 
