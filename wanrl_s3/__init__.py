@@ -76,6 +76,7 @@ _PUBLIC: dict[str, str] = {
     "find_model_config": ".io.hf_model",
     "model_params": ".io.hf_model",
     # the fleet and the learner
+    "FailureSpan": ".fleet.status",
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
@@ -150,6 +151,7 @@ if TYPE_CHECKING:
     from .fetch.watch import Watcher as Watcher
     from .fetch.watch import WatchObserver as WatchObserver
     from .fleet.bcast import fleet_report as fleet_report
+    from .fleet.status import FailureSpan as FailureSpan
     from .fleet.status import StatusReporter as StatusReporter
     from .fleet.status import WorkerStatus as WorkerStatus
     from .fleet.status import read_statuses as read_statuses

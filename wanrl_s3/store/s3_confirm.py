@@ -6,6 +6,9 @@ resend is the repair. Others store it (moto, Ceph RGW 16), and a 200 proves
 nothing, so before an upload is reported as written this module looks for
 evidence that the service holds the bytes sent, cheapest first:
 
+0. **The service's own checksum of what it stored**, returned with the answer
+   and equal to the one sent (``s3._check_echo``; a different one is
+   damage): no MD5 is computed at all.
 1. **The ETag is the MD5 of the bytes sent.** No MD5 is ever sent, so an ETag
    equal to ours was computed by the service from what it received: plain and
    part uploads on AWS S3 (SSE-S3 or none), MinIO, Ceph, SeaweedFS and moto
@@ -72,13 +75,19 @@ class UploadConfirmations:
     # -- parts -------------------------------------------------------------------------
     def part(
         self, what: str, upload_id: str, number: int, data: bytes, checksum: str,
-        etag: str, send_again: Callable[[], str],
+        etag: str, send_again: Callable[[], str], *, echoed: bool = False,
     ) -> str:  # fmt: skip
         """Record a part just uploaded (``etag``); the ETag the completion must list.
 
-        Raises TransientStoreError (the caller's retry sends it again) when the
-        service's ETags are MD5s and this one is not the part's.
+        ``echoed``: the service returned its own checksum of the part, equal to the
+        one sent, which confirms it without an MD5. Raises TransientStoreError (the
+        caller's retry sends it again) when the service's ETags are MD5s and this
+        one is not the part's.
         """
+        if echoed:
+            with self._lock:
+                self._parts[upload_id, number] = _Part(len(data), checksum, "", True)
+            return etag
         md5 = md5_hex(data)
         confirmed = same_md5(etag, md5)
         if not confirmed and self.etag_is_md5 is None:
