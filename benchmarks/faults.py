@@ -1,10 +1,11 @@
-"""The fault campaign (issue 14): the CLI against moto under injected faults, kills,
-races, tampering, full disks and fuzzed arguments, with every outcome checked.
+"""The fault campaign (issues 14, 27): the CLI against moto under injected faults, kills,
+races, tampering, full disks, oversized objects and fuzzed arguments, every outcome checked.
 
 ```
 .venv/bin/python benchmarks/faults.py --seed 14            # the whole campaign
 .venv/bin/python benchmarks/faults.py --seed 14 --quick    # its fast part (make test runs it)
 .venv/bin/python benchmarks/faults.py --seed 14 --json     # the summary as JSON
+.venv/bin/python benchmarks/faults.py --oversize-mib 256   # smaller oversized objects
 .venv/bin/python benchmarks/faults.py --parts cluster_outages --cluster-ns-prefix NAME
                                    # part 9 alone, its cluster spread over namespaces (root)
 ```
@@ -57,7 +58,15 @@ After each case it checks and counts, per kind (each must stay 0):
   component of a SeaweedFS cluster was down, whose ``wanrl-s3 status`` shows no
   stretch of failures in that time (part 9, benchmarks/cluster_outage.py, which
   also counts its partial and forged installs, lost versions and stuck workers
-  under the counters above).
+  under the counters above);
+- ``unbounded_reads``: a CLI child (``pull``, ``worker``, ``status``) facing a
+  LATEST, manifest or status object of ``--oversize-mib`` whose peak memory grew
+  by more than that reader's limit (docs/format.md) plus 12 MiB over the same
+  command's before the object grew (figures under ``oversized_memory``).
+
+Multipart uploads get their own class (``multipart_flip``): bits flipped inside
+parts by publishers whose first object is multipart, so that no plain upload
+has shown them what the service's ETags are.
 
 Part 9 runs on a SeaweedFS cluster of its own (a master, three volume servers
 keeping two copies of every volume, a filer, the S3 gateway): on 127.0.0.1, or
@@ -83,6 +92,7 @@ import logging
 import multiprocessing
 import os
 import random
+import resource
 import signal
 import subprocess
 import sys
@@ -129,11 +139,16 @@ COUNTERS = (
     "freezes_unseen", "collections_blocked", "bad_input_accepted", "wrong_exits",
     "failures_unreported",
     "relayed_unverified", "replicas_unhealed", "untrusted_bases", "planted_installs",
+    "unbounded_reads",
 )  # fmt: skip
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
 MODEL_FILE = "model.safetensors"  # what `wanrl-s3 worker` keeps in --out-dir
 STUCK_BOUND_S = 30.0
 EXPIRY_S = 3.0  # a signed LATEST's lifetime in the expiry_held case
+# What a reader accepts (docs/format.md, "Reading JSON from a store"), and the slack a
+# child's peak memory may grow by beyond it over the same command on a normal object.
+JSON_LIMITS = {"latest": 64 * 1024, "manifest": 64 * 2**20, "status": 4 * 2**20}
+MEMORY_SLACK_BYTES = 12 * 2**20  # measured noise between two runs of one command: +-4 MiB
 WORKER_EDITS = ("latest_far_ahead", "deep_json", "latest_edited", "latest_rollback")
 LOGGERS = ("worker", "relay")  # commands that log as they go: "<time> wanrl-s3 worker: ..."
 
@@ -170,6 +185,9 @@ class Plan:
     relay_tamperings: int = 4  # per kind and signing mode
     untrusted_bases: int = 4  # per kind of untrusted key
     cross_run_plants: int = 4
+    multipart_cycles: int = 20
+    oversize_mib: int = 1024  # LATEST, manifest and status objects this large
+    oversize_targets: tuple[str, ...] = ("latest", "worker_latest", "manifest", "status")
 
     @classmethod
     def quick(cls) -> Plan:
@@ -178,7 +196,8 @@ class Plan:
             worker_tamperings=1, worker_tamper_edits=2, both_signing_modes=False,
             full_disks=2, fuzz_examples=40, fuzz_worker_examples=3, hostile_rounds=1,
             estimate_fuzz=20, clouds=False, relay_tamperings=1, untrusted_bases=1,
-            cross_run_plants=1, cluster_cycles=1, cluster_outage_s=4.0,
+            cross_run_plants=1, cluster_cycles=1, cluster_outage_s=4.0, multipart_cycles=1,
+            oversize_mib=32, oversize_targets=("latest", "status"),
         )  # fmt: skip
 
 
@@ -202,6 +221,7 @@ class KindStats:
     replicas_unhealed: int = 0
     untrusted_bases: int = 0
     planted_installs: int = 0
+    unbounded_reads: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,6 +308,8 @@ def _child_main(argv: list[str], err_path: str) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
+            peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+            Path(err_path + ".rss").write_text(str(peak_kib * 1024))
         os._exit(code)
 
 
@@ -323,6 +345,11 @@ class Child:
 
     def stderr(self) -> str:
         return self.err_path.read_text(errors="replace") if self.err_path.exists() else ""
+
+    def peak_rss_bytes(self) -> int | None:
+        """The child's peak resident memory, as it wrote it on exit (None if it was killed)."""
+        path = self.err_path.with_name(self.err_path.name + ".rss")
+        return int(path.read_text()) if path.exists() else None
 
 
 def fork_cli(argv: list[str], log_dir: Path) -> Child:
@@ -365,6 +392,7 @@ class Campaign:
         self.notes: list[str] = []
         self.crashed: list[str] = []
         self.published: dict[tuple[str, int], set[str]] = {}  # (url, version) -> tensors digests
+        self.memory: dict[str, dict[str, Any]] = {}  # oversized target -> peak memory figures
         self.kind = "setup"
         self.logs = self.path("logs/x").parent
         self.logs.mkdir(exist_ok=True)
@@ -522,7 +550,9 @@ class Campaign:
                 rule = Rule(fault, method=method, key=key, count=count)
                 self.one_cycle(name, url, state, rule)
 
-    def one_cycle(self, kind: str, url: str, state: dict[str, Any], rule: Rule) -> None:
+    def one_cycle(
+        self, kind: str, url: str, state: dict[str, Any], rule: Rule, *publish_args: str
+    ) -> None:
         self.case(kind)
         version = state["next"]
         state["model"] = nudge(self.nprng, state["model"])
@@ -530,7 +560,7 @@ class Campaign:
         out = self.path(f"cycles/{kind}.safetensors")
         before = file_state(out)
         self.proxy.set_rules([rule])
-        pub = self.publish(url, version, src, proxy=True)
+        pub = self.publish(url, version, src, *publish_args, proxy=True)
         have = ["--have", str(out)] if before and self.rng.random() < 0.5 else []
         pull = self.cli("pull", "--store", url, "--out", str(out), *have, proxy=True)
         self.proxy.clear()
@@ -559,6 +589,30 @@ class Campaign:
             state["served"] = version
         self.expect_served(url, state["served"], *sign)
         state["next"] = version + 1
+
+    # -- 1b. multipart uploads without prior MD5 evidence -----------------------------------
+    def multipart_faults(self) -> None:
+        """Bits flipped inside parts, by publishers whose first object is multipart.
+
+        Every object of these versions is multipart (a 12 MiB model, 8 MB once coded, in
+        5 MiB parts, no deltas), and each publish is a new command with a new store: no
+        plain upload has shown it whether the service's ETags are MD5s before its first
+        part goes out. Two sends of one part damaged in a row make the store take the
+        service for one whose ETags are not MD5s: it then reads the object back and
+        refuses it (the publish fails, nothing is committed, the campaign publishes again).
+        moto checks no upload checksum, so only the store's confirmation keeps a flipped
+        part out of a committed version (``versions_lost`` counts one that got in).
+        """
+        self.kind = "multipart_flip"
+        url = self.new_store("multipart")
+        state: dict[str, Any] = {"model": make_model(self.nprng, 12 * 2**20), "served": 0,
+                                 "next": 1}  # fmt: skip
+        for _ in range(self.plan.multipart_cycles):
+            # the first 1-3 part bodies to arrive (resends included): the very first is
+            # always one, sent before this store has seen a single ETag
+            rule = Rule(Fault.FLIP_REQUEST, method="PUT", key=r"\.bin$", min_body_bytes=2**16,
+                        count=self.rng.randint(1, 3))  # fmt: skip
+            self.one_cycle("multipart_flip", url, state, rule, "--part-mb", "5", "--delta", "never")
 
     # -- 2. publisher kills ------------------------------------------------------------------
     def publisher_kills(self) -> None:
@@ -1128,7 +1182,75 @@ class Campaign:
             self.stop_worker(worker, mnt, url)
         self.check_install(url, mnt / MODEL_FILE, before, 0)
 
-    # -- 7. fuzzed arguments ------------------------------------------------------------------
+    # -- 7. oversized objects ------------------------------------------------------------------
+    def oversized_objects(self) -> None:
+        """LATEST, a manifest, a worker's status object made huge by whoever can write the bucket.
+
+        Each reader must refuse it (``pull``: exit 3 in one line; ``status``: the object
+        skipped) having read no more than its limit. Each CLI child's peak memory is
+        compared with the same command's on the same store before the object grew:
+        growth past the reader's limit plus 12 MiB is an ``unbounded_reads``.
+        """
+        for target in self.plan.oversize_targets:
+            self.kind = f"oversized:{target}"
+            url = self.new_store(f"oversized-{target.replace('_', '-')}")
+            self.publish(url, 1, self.write_model(url, 1, make_model(self.nprng, 256 * 1024)))
+            baseline = self.oversized_run(url, target)
+            key = {"manifest": "v/000000000001/manifest.json",
+                   "status": "workers/huge.json"}.get(target, "LATEST")  # fmt: skip
+            self.put_huge(url, key, self.plan.oversize_mib * 2**20)
+            self.case(self.kind)
+            peak = self.oversized_run(url, target)
+            self.judge_memory(target, baseline, peak)
+
+    def oversized_run(self, url: str, target: str) -> int | None:
+        """The target's command in a child (a pull, a worker's polls, status); its peak RSS."""
+        if target == "worker_latest":
+            out_dir = self.path(f"oversized/{self.rng.getrandbits(32):x}")
+            out_dir.mkdir(exist_ok=True)
+            argv = worker_command(url, self.endpoint, str(out_dir), "ow", 0.2)[3:]
+            child = fork_cli(argv, self.logs)
+            time.sleep(3.0)  # some fifteen polls
+            code = child.stop(signal.SIGTERM)
+            self.check_output(argv, Done(code, "", child.stderr()), worker=True)
+            return child.peak_rss_bytes()
+        if target == "status":
+            argv = ["status", "--store", url, "--endpoint-url", self.endpoint]
+        else:
+            out = self.path(f"oversized/{self.rng.getrandbits(48):x}.safetensors")
+            argv = ["pull", "--store", url, "--out", str(out), "--endpoint-url", self.endpoint]
+        child = fork_cli(argv, self.logs)
+        code = child.wait(300)
+        code = child.stop() if code is None else code
+        self.check_output(argv, Done(code, "", child.stderr()))
+        return child.peak_rss_bytes()
+
+    def put_huge(self, url: str, rel: str, size: int) -> None:
+        """Replace ``rel`` with ``size`` zero bytes, streamed from a sparse file."""
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        huge = self.path("oversized/huge.bin")
+        with huge.open("wb") as f:
+            f.truncate(size)
+        self.s3.upload_file(str(huge), bucket, f"{prefix}/{rel}")
+        huge.unlink()
+
+    def judge_memory(self, target: str, baseline: int | None, peak: int | None) -> None:
+        limit = JSON_LIMITS["status" if target == "status" else
+                            "manifest" if target == "manifest" else "latest"]  # fmt: skip
+        size_mib = self.plan.oversize_mib
+        if baseline is None or peak is None:
+            self.notes.append(f"{self.kind}: a child was killed before it reported its memory")
+            return
+        growth = peak - baseline
+        self.memory[target] = {"object_mib": size_mib, "limit_bytes": limit,
+                               "baseline_peak_rss_mib": round(baseline / 2**20, 1),
+                               "peak_rss_mib": round(peak / 2**20, 1),
+                               "growth_mib": round(growth / 2**20, 1)}  # fmt: skip
+        if growth > limit + MEMORY_SLACK_BYTES:
+            self.fail("unbounded_reads", f"a {size_mib} MiB {target} grew the reader's peak "
+                      f"memory by {growth / 2**20:.0f} MiB (limit {limit:,} bytes)")  # fmt: skip
+
+    # -- 8. fuzzed arguments ------------------------------------------------------------------
     def fuzz(self) -> None:
         from hypothesis import HealthCheck, given, settings
         from hypothesis import seed as hseed
@@ -1698,6 +1820,7 @@ def summary(c: Campaign) -> dict[str, Any]:
         "seed": c.seed,
         **totals,
         "kinds": kinds,
+        "oversized_memory": c.memory,
         "findings": c.findings,
         "notes": c.notes,
         "crashed_parts": c.crashed,
@@ -1706,27 +1829,32 @@ def summary(c: Campaign) -> dict[str, Any]:
 
 # the table's column heads: COUNTERS, in order
 SHORT = ("part", "forg", "lost", "stuck", "trace", "frz", "coll", "badin", "exit", "unrep",
-         "relay", "heal", "base", "plant")  # fmt: skip
+         "relay", "heal", "base", "plant", "unbd")  # fmt: skip
 
 
 def table(report: dict[str, Any]) -> str:
-    head = f"{'kind':34} {'count':>5} {'retries':>7} {'faults':>6} "
+    head = f"{'kind':38} {'count':>5} {'retries':>7} {'faults':>6} "
     rows = [head + " ".join(f"{name:>{len(name)}}" for name in SHORT) + "  exit codes"]
     for kind, k in report["kinds"].items():
         rows.append(
-            f"{kind:34} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
+            f"{kind:38} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
             + " ".join(f"{k[c]:{len(name)}d}" for c, name in zip(COUNTERS, SHORT, strict=True))
             + "  "
             + " ".join(f"{code}:{n}" for code, n in k["exits"].items())
         )
     rows.append("totals: " + ", ".join(f"{k} {report[k]}" for k in COUNTERS))
+    for target, m in report["oversized_memory"].items():
+        rows.append(
+            f"oversized {target}: a {m['object_mib']} MiB object; the reader's peak RSS "
+            f"{m['peak_rss_mib']} MiB, {m['growth_mib']:+} MiB over the same command before"
+        )
     return "\n".join(rows)
 
 
 # Campaign's methods, in the order they run
-PARTS = ("fault_cycles", "publisher_kills", "worker_kills", "races", "tamperings",
-         "relay_tamperings", "untrusted_bases", "cross_run_plants", "full_disks", "fuzz",
-         "hostile", "cluster_outages")  # fmt: skip
+PARTS = ("fault_cycles", "multipart_faults", "publisher_kills", "worker_kills", "races",
+         "tamperings", "relay_tamperings", "untrusted_bases", "cross_run_plants", "full_disks",
+         "oversized_objects", "fuzz", "hostile", "cluster_outages")  # fmt: skip
 
 
 def run_campaign(
@@ -1773,9 +1901,12 @@ def main() -> int:
                         help=f"the parts to run, of {','.join(PARTS)} (default: all)")  # fmt: skip
     parser.add_argument("--cluster-ns-prefix", default=None, metavar="NAME",
                         help="part 9's cluster on namespaces NAME-... (root)")  # fmt: skip
+    parser.add_argument("--oversize-mib", type=int, help="size of the oversized objects")
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
     plan = dataclasses.replace(plan, cluster_ns_prefix=args.cluster_ns_prefix)
+    if args.oversize_mib is not None:
+        plan = dataclasses.replace(plan, oversize_mib=args.oversize_mib)
     start = time.monotonic()
     with local_moto() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
         report = run_campaign(endpoint, args.seed, plan, Path(tmp), args.parts)

@@ -1,13 +1,15 @@
 """The fast part of the fault campaign (benchmarks/faults.py --quick): every counter is 0.
 
-Every injected fault kind, publisher and worker kills, racing publishers, each
+Every injected fault kind (bits flipped inside parts by publishers with no prior
+ETag evidence too), publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), the relay over each tampering of
 its primary, signing publishers over bases their readers do not trust, another
 run's version planted under a running worker, full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted), fuzzed arguments, and the hostile
-cases (a LATEST expiring under a worker, oversized payload objects, a junk
-manifest, a blocked node share, hostile local files and planner input), all
-through the real command line against SeaweedFS (the session's ``weed mini``); and a
+cases (a LATEST expiring under a worker, oversized payload objects, an oversized
+LATEST and status object with peak memory measured, a junk manifest, a blocked
+node share, hostile local files and planner input), all through the real command
+line against SeaweedFS (the session's ``weed mini``); and a
 SeaweedFS cluster of its own whose volume server, then filer, crash while workers
 download (benchmarks/cluster_outage.py: every worker converges bit-exact, no version is
 lost or partly installed, and each worker's failures show in ``wanrl-s3 status``). The
@@ -48,8 +50,10 @@ def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
                  "race_next", "hostile_input:header", "hostile_input:url",
                  "hostile_input:version", "hostile_input:have", "estimate_fuzz:fleet",
                  "estimate_fuzz:status", "truncated:s3", "cluster:volume_kill",
-                 "cluster:filer_kill"):  # fmt: skip
+                 "cluster:filer_kill", "multipart_flip", "oversized:latest",
+                 "oversized:status"):  # fmt: skip
         assert kinds[kind]["count"] >= 1, kind
+    assert set(report["oversized_memory"]) == {"latest", "status"}  # both measured
     tampered = {k.split(":")[1] for k in kinds if k.startswith("tamper:")}
     assert tampered >= set(faults.Campaign.TAMPERINGS) | {"worker_latest"}
     relayed = {k.split(":")[1] for k in kinds if k.startswith("relay:")}

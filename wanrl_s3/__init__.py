@@ -108,6 +108,7 @@ _PUBLIC: dict[str, str] = {
     "StoreError": ".errors",
     "StoreGuaranteeError": ".errors",
     "NotFoundError": ".errors",
+    "ObjectTooLargeError": ".errors",
     "ManifestError": ".errors",
     "VerificationError": ".errors",
     "SignatureError": ".errors",
@@ -128,6 +129,7 @@ if TYPE_CHECKING:
     from .errors import LocalIOError as LocalIOError
     from .errors import ManifestError as ManifestError
     from .errors import NotFoundError as NotFoundError
+    from .errors import ObjectTooLargeError as ObjectTooLargeError
     from .errors import PublicationFailedError as PublicationFailedError
     from .errors import SignatureError as SignatureError
     from .errors import StoreError as StoreError

@@ -84,6 +84,14 @@ class ManifestError(VerificationError):
     """A manifest (or LATEST pointer) is malformed; the message names the field."""
 
 
+class ObjectTooLargeError(VerificationError):
+    """An object is larger than its reader accepts; refused having read one byte past the limit.
+
+    Anyone who can write a bucket can make an object of any size; a reader
+    that took it whole before checking its size could be run out of memory.
+    """
+
+
 class WorkerStatusError(VerificationError):
     """A worker's status object is malformed, or is not a status object at all.
 
@@ -180,6 +188,7 @@ __all__ = [
     "LocalIOError",
     "ManifestError",
     "NotFoundError",
+    "ObjectTooLargeError",
     "PreconditionFailedError",
     "PublicationFailedError",
     "SignatureError",

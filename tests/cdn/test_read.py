@@ -62,9 +62,11 @@ class Counting(ObjectStore):
     def url(self) -> str:
         return self.inner.url
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         self.reads[key] += 1
-        return self.inner._get(key, if_none_match=if_none_match)
+        return self.inner._get(key, if_none_match=if_none_match, max_read_bytes=max_read_bytes)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         self.reads[key] += 1

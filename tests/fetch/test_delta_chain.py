@@ -164,12 +164,14 @@ class SlowManifests(MemoryStore):
         super().__init__(name)
         self.reads: list[tuple[float, float]] = []
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         if not key.endswith("manifest.json"):
-            return super()._get(key, if_none_match=if_none_match)
+            return super()._get(key, if_none_match=if_none_match, max_read_bytes=max_read_bytes)
         start = time.monotonic()
         time.sleep(0.05)
-        blob = super()._get(key, if_none_match=if_none_match)
+        blob = super()._get(key, if_none_match=if_none_match, max_read_bytes=max_read_bytes)
         self.reads.append((start, time.monotonic()))
         return blob
 

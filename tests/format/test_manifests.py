@@ -45,9 +45,11 @@ class CountingStore(MemoryStore):
         self.gets: dict[str, int] = {}
         self.damage: dict[str, int] = {}  # key -> how many more reads come back damaged
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         self.gets[key] = self.gets.get(key, 0) + 1
-        blob = super()._get(key, if_none_match=if_none_match)
+        blob = super()._get(key, if_none_match=if_none_match, max_read_bytes=max_read_bytes)
         if blob is not None and self.damage.get(key, 0) > 0:
             self.damage[key] -= 1
             return Blob(blob.data[: len(blob.data) // 2], blob.etag)
@@ -95,7 +97,7 @@ def test_an_oversized_manifest_is_refused_before_it_is_parsed(
     monkeypatch.setattr(
         Manifest, "from_json", lambda data, **kw: parsed.append(data) or real(data, **kw)
     )
-    with pytest.raises(ManifestError, match=f"over the {MAX_MANIFEST_BYTES}-byte limit"):
+    with pytest.raises(ManifestError, match=f"larger than the {MAX_MANIFEST_BYTES:,}-byte limit"):
         Manifests(store).get(1)
     assert parsed == []  # refused on its size alone
 

@@ -31,9 +31,13 @@ class StaleReads(MemoryStore):
             self.previous[key] = super()._get(key)  # type: ignore[assignment]
         return super()._put(key, data, if_none_match=if_none_match, if_match=if_match)
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         stale = getattr(self, "previous", {}).get(key)
-        return stale or super()._get(key, if_none_match=if_none_match)
+        return stale or super()._get(
+            key, if_none_match=if_none_match, max_read_bytes=max_read_bytes
+        )
 
 
 class StaleListing(MemoryStore):
@@ -79,8 +83,10 @@ class OneEtag(MemoryStore):
         info = super()._head(key)
         return None if info is None else ObjectInfo(key, info.size, '"same"', 0.0)
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
-        blob = super()._get(key)
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
+        blob = super()._get(key, max_read_bytes=max_read_bytes)
         return None if if_none_match == '"same"' else Blob(blob.data, '"same"')  # type: ignore[union-attr]
 
 

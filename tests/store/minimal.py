@@ -32,12 +32,14 @@ class DictStore(ObjectStore):
     def url(self) -> str:
         return f"dict://{self.name}"
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         with self._lock:
             if key not in self.objects:
                 raise NotFoundError(f"{self.url}/{key} does not exist")
             data, etag = self.objects[key]
-        return None if etag == if_none_match else Blob(data, etag)
+        return None if etag == if_none_match else Blob(data[:max_read_bytes], etag)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         blob = self._get(key)

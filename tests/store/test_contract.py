@@ -8,12 +8,13 @@ against their emulators in ``test_contract_clouds.py``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from wanrl_s3.store import ObjectStore, open_store
-from wanrl_s3.testing import StoreContract, make_bucket
+from wanrl_s3.testing import FaultProxy, StoreContract, make_bucket, through_fault_proxy
 
 
 class TestMemoryStore(StoreContract):
@@ -40,3 +41,12 @@ class TestS3Store(StoreContract):
     def other_store(self, s3_endpoint: str) -> ObjectStore:
         bucket = make_bucket(s3_endpoint)
         return open_store(f"s3://{bucket}/other/prefix", endpoint_url=s3_endpoint)
+
+    @pytest.fixture
+    def store_through_faults(
+        self, store: ObjectStore, s3_endpoint: str
+    ) -> Iterator[tuple[ObjectStore, FaultProxy]]:
+        """SeaweedFS refuses a body that fails its checksum; a service that checks
+        nothing (moto) is tests/store/test_upload_confirmation.py's."""
+        with through_fault_proxy(store, s3_endpoint) as pair:
+            yield pair

@@ -1,11 +1,12 @@
-"""A ranged GET's answer is used only when it holds the bytes asked for."""
+"""What the vendor SDKs download into: a ranged GET's answer is used only when it holds
+the bytes asked for, and a bounded read never holds more than asked."""
 
 from __future__ import annotations
 
 import pytest
 
 from wanrl_s3.errors import StoreError
-from wanrl_s3.store.sink import ranged_response
+from wanrl_s3.store.sink import CappedSink, ranged_response
 
 
 class Answer:
@@ -61,3 +62,17 @@ def test_another_range_is_refused(content_range: str, length: int) -> None:
 def test_any_other_status_is_the_sdks_error(status: int) -> None:
     with pytest.raises(Refused):
         ranged_response(Answer(status), 0, 100, "s://b", _refuse)
+
+
+def test_a_capped_sink_keeps_the_first_bytes_and_stops_a_download_that_sends_more() -> None:
+    sink = CappedSink(10)
+    assert sink.write(b"0123") == 4 and sink.write(memoryview(b"456789")) == 6  # exactly full
+    with pytest.raises(CappedSink.Full):
+        sink.write(b"x" * 1_000_000)  # a server that ignored the range
+    assert bytes(sink.data) == b"0123456789" and sink.tell() == 10
+
+
+def test_a_capped_sink_takes_less_than_its_cap() -> None:
+    sink = CappedSink(10)
+    sink.write(b"short")
+    assert bytes(sink.data) == b"short"

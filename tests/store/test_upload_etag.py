@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from wanrl_s3 import PublishConfig, Publisher, Subscriber
+from wanrl_s3 import ManifestError, PublishConfig, Publisher, Subscriber
 from wanrl_s3.errors import TransientStoreError
 from wanrl_s3.store import open_store
 from wanrl_s3.store.s3 import CHECKSUM_ALGORITHM, S3Store
@@ -35,6 +35,31 @@ def test_a_flipped_upload_to_a_non_validating_service_is_rewritten(
     assert got.version == 1 and got.tensors["w"].tobytes() == weights["w"].tobytes()
 
 
+@pytest.mark.slow
+def test_a_flipped_move_of_latest_never_leaves_a_pointer_readers_refuse(
+    moto_endpoint: str,
+) -> None:
+    """LATEST's compare-and-swap lands damaged, one version after another (60 of them):
+    the store writes it again over exactly its own damaged write. Taking that write for
+    another publisher's move left, 5 times in 60 here, a pointer that still parsed but
+    pinned another manifest digest: publish exited 0 and every reader refused it."""
+    url = f"s3://{make_bucket(moto_endpoint)}/run"
+    weights = np.arange(10_000, dtype=np.float32)
+    refused = []
+    with FaultProxy(moto_endpoint, seed=1) as proxy:
+        publisher = Publisher(open_store(url, endpoint_url=proxy.url), PublishConfig())
+        publisher.publish({"w": weights}, 1)
+        for version in range(2, 62):
+            proxy.set_rules([Rule(Fault.FLIP_REQUEST, method="PUT", key=r"/LATEST$", count=1)])
+            assert publisher.publish({"w": weights + version}, version).latest_moved
+            with Subscriber(open_store(url, endpoint_url=moto_endpoint)) as sub:
+                try:
+                    assert sub.fetch("latest").version == version
+                except ManifestError as exc:
+                    refused.append(f"v{version}: {exc}")
+    assert refused == []
+
+
 class _PartClient:
     """A boto3 stand-in for one UploadPart answer: an ETag that is no MD5 of the body."""
 
@@ -53,7 +78,7 @@ def test_a_part_whose_checksum_the_service_returned_needs_no_md5(echo: bool) -> 
     """The MD5 (14x the CPU of CRC32C) is the check of last resort, for services that
     return no checksum of what they stored; one that does has proved the bytes."""
     store = S3Store("bucket", client=_PartClient(echo))
-    store._etag_is_md5 = True  # as learnt from an earlier upload on a service like moto
+    store._confirm.etag_is_md5 = True  # type: ignore[attr-defined]  # as learnt from an earlier upload on a service like moto
     if echo:
         assert store._mpu_put("k", "upload", 1, b"x" * 100) == '"not-the-md5"'
     else:

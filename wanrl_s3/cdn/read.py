@@ -148,17 +148,24 @@ class CdnReadStore(ObjectStore):
         return data
 
     # -- primitives: v/ through the CDN, the rest from the store ------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
+        def from_origin() -> Blob | None:
+            return self._origin._get(
+                key, if_none_match=if_none_match, max_read_bytes=max_read_bytes
+            )
+
         request = None if if_none_match else self._cdn_request(key)
         if request is not None:
+            # an object over the reader's bound is the store's to measure, with its bound
+            limit = min(MAX_WHOLE_BYTES, max_read_bytes or MAX_WHOLE_BYTES)
             try:
-                data, etag = self._answer(
-                    key, lambda: self._edge.get_whole(*request, MAX_WHOLE_BYTES)
-                )
+                data, etag = self._answer(key, lambda: self._edge.get_whole(*request, limit))
                 return Blob(data, etag)
             except WrongAnswer as exc:
-                return self._instead(key, f"the CDN answered {exc}", lambda: self._origin._get(key))
-        return self._origin._get(key, if_none_match=if_none_match)
+                return self._instead(key, f"the CDN answered {exc}", from_origin)
+        return from_origin()
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         request = self._cdn_request(key)

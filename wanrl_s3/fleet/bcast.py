@@ -36,7 +36,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ..errors import PreconditionFailedError, StoreError, UsageError, WorkerStatusError
+from ..errors import (
+    ObjectTooLargeError,
+    PreconditionFailedError,
+    StoreError,
+    UsageError,
+    WorkerStatusError,
+)
 from ..format import layout
 from ..format.manifest import load_bounded_json
 from ..store import ObjectStore
@@ -282,8 +288,9 @@ def read_records(
     for info in store.list(f"{RECORDS_DIR}/"):
         if info.key in wanted:
             try:
-                found[wanted[info.key]] = BcastRecord.from_json(store.get_bytes(info.key))
-            except WorkerStatusError:
+                data = store.get_bytes(info.key, max_bytes=MAX_RECORD_BYTES)
+                found[wanted[info.key]] = BcastRecord.from_json(data)
+            except (WorkerStatusError, ObjectTooLargeError):  # malformed, or far too large
                 continue
     return found
 

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from ..errors import NotFoundError, WorkerStatusError
+from ..errors import NotFoundError, VerificationError, WorkerStatusError
 from ..fetch.watch import InstallResult
 from ..format import layout
 from ..format.manifest import load_bounded_json
@@ -353,8 +353,8 @@ class StatusReporter:
         """
         now = time.time() if now_s is None else now_s
         try:
-            old: WorkerStatus | None = WorkerStatus.from_json(self.store.get_bytes(self.key))
-        except (NotFoundError, WorkerStatusError):
+            old: WorkerStatus | None = _read_bounded(self.store, self.key)
+        except (NotFoundError, VerificationError):  # malformed or too large: start afresh
             old = None
         status = replace(self.status, started_at_s=now, round_trip_s=round_trip_s)
         if old is not None and old.worker_id == status.worker_id:
@@ -441,6 +441,11 @@ def read_statuses(store: ObjectStore, *, worker_prefix: str = "") -> list[Worker
 
 def _read_status(store: ObjectStore, key: str) -> WorkerStatus | None:
     try:
-        return WorkerStatus.from_json(store.get_bytes(key))
-    except (WorkerStatusError, NotFoundError):
+        return _read_bounded(store, key)
+    except (VerificationError, NotFoundError):  # malformed, too large, or gone
         return None
+
+
+def _read_bounded(store: ObjectStore, key: str) -> WorkerStatus:
+    """One status object, read only up to its size limit (anyone may write ``workers/``)."""
+    return WorkerStatus.from_json(store.get_bytes(key, max_bytes=MAX_STATUS_BYTES))

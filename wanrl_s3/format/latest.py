@@ -30,16 +30,18 @@ following LATEST (its digest pin, never backwards).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     ManifestError,
     NotFoundError,
+    ObjectTooLargeError,
     PreconditionFailedError,
     SignatureError,
     StoreError,
@@ -205,17 +207,36 @@ def check_signed(pointer: Latest, verifier: Verifier, now_s: float | None = None
 # -- readers ------------------------------------------------------------------------
 def read(store: ObjectStore) -> Latest | None:
     """The store's LATEST, or None when it has none. A corrupt pointer raises ManifestError."""
-    blob = get_or_none(store, layout.LATEST_KEY)
+    blob = _get(store)
     return None if blob is None else _load(store, blob)[0]
 
 
 def poll(store: ObjectStore, etag: str | None) -> tuple[Latest, str] | None:
-    """LATEST and its ETag if it changed since ``etag`` (a conditional GET), else None."""
+    """LATEST and its ETag if it changed since ``etag`` (one conditional GET), else None."""
     try:
-        blob = store.get_if_changed(layout.LATEST_KEY, etag)
+        with _bounded(store):
+            blob = store.get_if_changed(layout.LATEST_KEY, etag, max_bytes=MAX_LATEST_BYTES)
     except NotFoundError:
         return None
     return None if blob is None else _load(store, blob)
+
+
+def _get(store: ObjectStore) -> Blob | None:
+    """LATEST as stored, None if absent; at most one byte past its limit is read."""
+    with _bounded(store):
+        return get_or_none(store, layout.LATEST_KEY, max_bytes=MAX_LATEST_BYTES)
+
+
+@contextlib.contextmanager
+def _bounded(store: ObjectStore) -> Iterator[None]:
+    """A pointer over :data:`MAX_LATEST_BYTES` is a corrupt one (ManifestError), refused unread."""
+    try:
+        yield
+    except ObjectTooLargeError as exc:
+        raise ManifestError(
+            f"{store.url}: LATEST is larger than {MAX_LATEST_BYTES // 1024} KiB, "
+            "so it is not a pointer; refused without reading the rest"
+        ) from exc
 
 
 def _load(store: ObjectStore, blob: Blob) -> tuple[Latest, str]:
@@ -227,7 +248,7 @@ def _load(store: ObjectStore, blob: Blob) -> tuple[Latest, str]:
         try:
             pointer = Latest.from_json(blob.data)
         except ManifestError as exc:
-            again = get_or_none(store, layout.LATEST_KEY) if attempt < REREADS else None
+            again = _get(store) if attempt < REREADS else None
             if again is None:
                 raise ManifestError(f"{store.url}: {exc}") from exc
             blob = again
@@ -244,16 +265,16 @@ def committed_version(store: ObjectStore) -> tuple[int, str | None]:
     -1 when there is no pointer or it is corrupt (logged), so that the next
     commit repairs it; see the module docstring.
     """
-    blob = get_or_none(store, layout.LATEST_KEY)
-    if blob is None:
-        return -1, None
     try:
+        blob = _get(store)
+        if blob is None:
+            return -1, None
         pointer, etag = _load(store, blob)
     except ManifestError as exc:
         if store.url not in _WARNED:  # once until repaired, not once per read
             _WARNED.add(store.url)
             log.warning("LATEST is corrupt (%s); the next commit overwrites it", exc)
-        stored = get_or_none(store, layout.LATEST_KEY)
+        stored = store.head(layout.LATEST_KEY)  # its ETag, for the overwrite, without its body
         return -1, None if stored is None else stored.etag
     return pointer.version, etag
 
@@ -299,10 +320,14 @@ def restore(store: ObjectStore, pointer: Latest, attempts: int = 20) -> bool:
     """
     data = pointer.to_json()
     for _ in range(attempts):
-        blob = get_or_none(store, layout.LATEST_KEY)
-        if blob is not None and blob.data == data:
+        try:  # bounded by ours: a longer pointer is another one, whatever else it holds
+            blob = get_or_none(store, layout.LATEST_KEY, max_bytes=len(data))
+            held = None if blob is None else blob.data
+        except ObjectTooLargeError:
+            held = b""
+        if held == data:
             return True
-        current, etag = committed_version(store) if blob is not None else (-1, None)
+        current, etag = committed_version(store) if held is not None else (-1, None)
         if current > pointer.version:
             return False
         try:

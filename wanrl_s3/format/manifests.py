@@ -6,10 +6,9 @@ probe, sharded publishing, retention, the fleet estimate, ``inspect`` and
 ``status``), so there is one policy:
 
 - **Bounded**: a manifest over :data:`~wanrl_s3.format.manifest.MAX_MANIFEST_BYTES`
-  is refused before it is parsed (:func:`read_stored`). The store protocol has no
-  size-limited GET, so the body is read whole and then bounded; that one
-  function is where a limited read (the limit plus one byte) belongs once the
-  store offers one.
+  is refused before it is parsed, having read the limit plus one byte at most
+  (:func:`read_bounded`: a ranged GET), so a huge object costs a reader no more
+  memory than the largest manifest it accepts.
 - **Strict, and read twice at most**: :meth:`Manifest.from_json` checks every
   field and, with a verifier, the signature is checked. A manifest that fails is
   read once more, so a body damaged on the way does not fail what a second read
@@ -55,6 +54,7 @@ from typing import TYPE_CHECKING
 from ..errors import (
     ManifestError,
     NotFoundError,
+    ObjectTooLargeError,
     SignatureError,
     UsageError,
     VerificationError,
@@ -156,20 +156,17 @@ def read_bounded(
     store: ObjectStore, key: str, what: str, max_bytes: int = MAX_MANIFEST_BYTES
 ) -> bytes | None:
     """The object at ``key`` (a manifest, or a share record read like one), refused over
-    ``max_bytes`` before anything parses it; None when it is absent.
-
-    The seam for a size-limited read: the store protocol reads the whole body
-    today; once it can stop after ``max_bytes + 1`` bytes, this is the one place
-    to ask for that.
+    ``max_bytes`` before anything parses it, and before more than ``max_bytes + 1``
+    bytes of it are read; None when it is absent.
     """
-    blob = get_or_none(store, key)
-    if blob is None:
-        return None
-    if len(blob.data) > max_bytes:
+    try:
+        blob = get_or_none(store, key, max_bytes=max_bytes)
+    except ObjectTooLargeError as exc:
         raise ManifestError(
-            f"{what} at {store.url} is {len(blob.data)} bytes, over the {max_bytes}-byte limit"
-        )
-    return blob.data
+            f"{what} at {store.url} is larger than the {max_bytes:,}-byte limit; "
+            "refused without reading the rest"
+        ) from exc
+    return None if blob is None else blob.data
 
 
 def lineage(target: Manifest, lookup: Callable[[int], Manifest]) -> list[Manifest]:

@@ -29,8 +29,15 @@ from ..errors import (
 from ..format import layout
 from ..format.manifest import Manifest
 from ..format.manifests import Manifests, read_bounded
-from ..store import Clock, ObjectStore, get_or_none
-from .share_record import ABORT_NAME, ShareRecord, abort_json, parse_abort, rank_of
+from ..store import Clock, ObjectStore
+from .share_record import (
+    ABORT_NAME,
+    MAX_ABORT_BYTES,
+    ShareRecord,
+    abort_json,
+    parse_abort,
+    rank_of,
+)
 
 
 @dataclass(frozen=True)
@@ -58,13 +65,13 @@ class Rendezvous:
                 self.store.put_bytes(key, data, if_none_match=True)
                 return
             except PreconditionFailedError as exc:
-                stored = get_or_none(self.store, key)
+                stored = read_bounded(self.store, key, f"share record of rank {record.rank}")
                 if stored is None:
                     # Created, then removed: ours, read and cleared by a committer quicker
                     # than our retry (or another launch's): create it again; whether the
                     # version holds this share is decided by its manifest.
                     continue
-                if stored.data == data:
+                if stored == data:
                     return  # our create went through; the retry met it
                 raise VersionConflictError(
                     f"{self.store.url}: {key} already holds a share of v{self.version} for "
@@ -86,7 +93,10 @@ class Rendezvous:
             for info in self.store.list(self.prefix):
                 name = info.key[len(self.prefix) :]
                 if name == ABORT_NAME:
-                    raise self._aborted(parse_abort(self.store.get_bytes(info.key)))
+                    why = self._read_abort(info.key)
+                    if why is not None:  # None: removed since the listing
+                        raise self._aborted(why)
+                    continue
                 rank = rank_of(name)
                 if rank is None or rank in records:
                     continue
@@ -134,8 +144,11 @@ class Rendezvous:
 
     def aborted(self) -> str | None:
         """Why the version was given up (``rank N: reason``), or None if nobody gave up."""
-        marker = get_or_none(self.store, self.prefix + ABORT_NAME)
-        return None if marker is None else parse_abort(marker.data)
+        return self._read_abort(self.prefix + ABORT_NAME)
+
+    def _read_abort(self, key: str) -> str | None:
+        data = read_bounded(self.store, key, "abort marker", MAX_ABORT_BYTES)
+        return None if data is None else parse_abort(data)
 
     def abort(self, rank: int, reason: str) -> None:
         """Tell every rank that ``version`` will not be committed (best effort; first wins)."""

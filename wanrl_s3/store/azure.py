@@ -13,6 +13,11 @@ compare-and-swap on the blob's ETag (``If-Match``). Large objects are uploaded
 as blocks staged in parallel and committed as one block list; block ids carry
 the upload id, and a marker object lists the upload while it is in progress
 (see :mod:`wanrl_s3.store.staging`). Retries are ours: the SDK's are off.
+
+Every blob and every block is sent with the ``Content-MD5`` of its body, which
+Azure (and Azurite) check before storing it: a body damaged in transit is
+refused (400) and sent again, never reported as written. The block-list
+commit joins blocks inside the service.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from ..errors import (
     UsageError,
 )
 from ..format.layout import cache_control
+from .checksums import DAMAGED_BODY_RE
 from .retry import RetryPolicy
 from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
@@ -176,6 +182,9 @@ class AzureBlobStore(MarkedUploads):
         except (ax.ServiceRequestError, ax.ServiceResponseError, ConnectionError) as exc:
             raise TransientStoreError(f"{where}: {exc}") from exc
         except ax.HttpResponseError as exc:
+            if exc.status_code == 400 and DAMAGED_BODY_RE.search(str(exc.message)):
+                # the body did not match its Content-MD5: nothing stored, send it again
+                raise TransientStoreError(f"{where}: {exc.message}") from exc
             if exc.status_code == 416:
                 raise PastTheEnd(f"{where}: the object ends before the range") from exc
             if exc.status_code in _TRANSIENT_STATUS:
@@ -183,15 +192,19 @@ class AzureBlobStore(MarkedUploads):
             raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         blob = self._blob(key)
-        conditions: dict[str, Any] = {}
+        options: dict[str, Any] = {"max_concurrency": 1}
         if if_none_match:
-            conditions = {"etag": if_none_match, "match_condition": MatchConditions.IfModified}
+            options.update(etag=if_none_match, match_condition=MatchConditions.IfModified)
+        if max_read_bytes is not None:  # one ranged GET (x-ms-range) of that many bytes
+            options.update(offset=0, length=max_read_bytes)
 
         def download() -> Blob | None:
             try:
-                stream = blob.download_blob(max_concurrency=1, **conditions)
+                stream = blob.download_blob(**options)
                 return Blob(stream.readall(), stream.properties.etag)
             except ax.ResourceNotModifiedError:
                 return None
@@ -200,7 +213,10 @@ class AzureBlobStore(MarkedUploads):
                     return None  # Azurite answers 412, not 304, for an unchanged ETag
                 raise
 
-        return self._call(f"GET {key}", download)
+        try:
+            return self._call(f"GET {key}", download)
+        except PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         """One ranged GET through the SDK's pipeline, its body read into ``buf``.
@@ -244,7 +260,11 @@ class AzureBlobStore(MarkedUploads):
         resp = self._call(
             f"PUT {key}",
             lambda: blob.upload_blob(
-                data, content_settings=_settings(key), max_concurrency=1, **conditions
+                data,
+                content_settings=_settings(key),
+                max_concurrency=1,
+                validate_content=True,
+                **conditions,
             ),
         )
         return str(resp["etag"])
@@ -275,7 +295,9 @@ class AzureBlobStore(MarkedUploads):
         block = _block_id(upload_id, part_number)
         self._call(
             f"PUT {key} part {part_number}",
-            lambda: self._blob(key).stage_block(block, data, length=len(data)),
+            lambda: self._blob(key).stage_block(
+                block, data, length=len(data), validate_content=True
+            ),
         )
         return block
 

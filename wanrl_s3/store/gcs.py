@@ -8,7 +8,13 @@ credentials; ``STORAGE_EMULATOR_HOST`` (or an ``endpoint_url`` on 127.0.0.1)
 points at an emulator with anonymous credentials instead.
 
 Retries are ours (:mod:`wanrl_s3.store.retry`): every SDK call gets
-``retry=None``. So is integrity (BLAKE3 per tensor), so SDK checksums are off.
+``retry=None``. So is integrity: reads are checked against the manifest
+(BLAKE3 per tensor), so SDK checksums are off; every upload carries the CRC32C
+of its body, which GCS checks before storing it, and the CRC32C the service
+reports for what it stored must equal it (fake-gcs-server checks nothing but
+reports that), so an upload damaged in transit is sent again, never reported
+as written. Parts are uploads like any other; ``compose`` joins them inside
+the service.
 Large objects are uploaded as parts, each its own object under ``.uploads/``,
 then joined by ``compose`` (32 sources a call, so in rounds for more) and the
 parts deleted; see :mod:`wanrl_s3.store.staging` for how pending uploads are
@@ -18,6 +24,7 @@ listed and aborted.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import http.client
 import os
@@ -40,8 +47,9 @@ from ..errors import (
     UsageError,
 )
 from ..format.layout import cache_control
+from .checksums import DAMAGED_BODY_RE, upload_checksum
 from .retry import RetryPolicy
-from .sink import ranged_response
+from .sink import CappedSink, ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
@@ -76,6 +84,10 @@ class GcsStore(MarkedUploads):
     protocol = "gs"
     supports_server_side_copy = True
     supports_copy_from = True
+    upload_check = (
+        "the CRC32C the service reports for what it stored is compared with the one sent "
+        "(read back where it reports none); damage is sent again"
+    )
 
     def __init__(
         self,
@@ -149,28 +161,42 @@ class GcsStore(MarkedUploads):
         except gx.GoogleAPICallError as exc:
             if exc.code in _TRANSIENT_STATUS or isinstance(exc, gx.ServerError):
                 raise TransientStoreError(f"{where}: {exc.code}") from exc
+            if isinstance(exc, gx.BadRequest) and DAMAGED_BODY_RE.search(str(exc.message)):
+                # the body did not match the CRC32C sent with it: nothing stored, send again
+                raise TransientStoreError(f"{where}: {exc.message}") from exc
             raise StoreError(f"{where}: {exc.code} {exc.message}") from exc
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         blob = self._blob(key)
         # an ETag that is no generation (another store's) cannot match: read unconditionally
         not_match = int(if_none_match) if if_none_match and if_none_match.isdigit() else None
+        # bounded: the range asked for, and never more kept should the server send more
+        sink = CappedSink(max_read_bytes or 0)
 
         def download() -> bytes | None:
+            options = {"if_generation_not_match": not_match, "checksum": None}
             try:
-                return bytes(
-                    blob.download_as_bytes(
-                        if_generation_not_match=not_match,
-                        checksum=None,
-                        retry=None,
-                        timeout=self._timeout,
+                if max_read_bytes is None:
+                    return bytes(
+                        blob.download_as_bytes(**options, retry=None, timeout=self._timeout)
                     )
-                )
+                blob.download_to_file(
+                    sink, start=0, end=max_read_bytes - 1, **options, retry=None,
+                    timeout=self._timeout,
+                )  # fmt: skip
             except gx.NotModified:
                 return None
+            except CappedSink.Full:
+                pass
+            return bytes(sink.data)
 
-        data = self._call(f"GET {key}", download)
+        try:
+            data = self._call(f"GET {key}", download)
+        except PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
         if data is None:
             return None
         etag = _etag(blob.generation)
@@ -206,23 +232,43 @@ class GcsStore(MarkedUploads):
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
-        blob = self._blob(key)
-        blob.cache_control = cache_control(key)
-        match = 0 if if_none_match else None
-        if if_match is not None:
-            match = _generation(if_match, key)
-        self._call(
-            f"PUT {key}",
-            lambda: blob.upload_from_string(
-                data,
-                content_type="application/octet-stream",
-                if_generation_match=match,
-                checksum=None,
-                retry=None,
-                timeout=self._timeout,
-            ),
+        sent = upload_checksum(data, "CRC32C")
+
+        def send(create: bool, match: str | None) -> tuple[str, bool]:
+            blob = self._blob(key)
+            blob.cache_control = cache_control(key)
+            blob.crc32c = sent  # in the upload's metadata: GCS refuses a body that does not match
+            generation = 0 if create else None if match is None else _generation(match, key)
+            self._call(
+                f"PUT {key}",
+                lambda: blob.upload_from_string(
+                    data,
+                    content_type="application/octet-stream",
+                    if_generation_match=generation,
+                    checksum=None,  # ours is sent above, and the service's compared below
+                    retry=None,
+                    timeout=self._timeout,
+                ),
+            )
+            stored = blob.crc32c  # the service's own CRC32C of what it stored
+            if stored is None:  # a service that reports none: what it holds, read back
+                got = self._get(key, max_read_bytes=len(data) + 1)
+                stored = sent if got is not None and got.data == data else None
+            return _etag(blob.generation), stored == sent
+
+        def remove(etag: str) -> None:  # exactly our own damaged create
+            blob = self._blob(key)
+            with contextlib.suppress(NotFoundError, PreconditionFailedError):
+                self._call(
+                    f"DELETE {key}",
+                    lambda: blob.delete(
+                        if_generation_match=int(etag), retry=None, timeout=self._timeout
+                    ),
+                )
+
+        return self._write_confirmed(
+            key, send, remove, if_none_match=if_none_match, if_match=if_match
         )
-        return _etag(blob.generation)
 
     def _head(self, key: str) -> ObjectInfo | None:
         blob = self._call(

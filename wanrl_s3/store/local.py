@@ -63,14 +63,16 @@ class LocalStore(ObjectStore):
     def _path(self, key: str) -> Path:
         return self.root / key
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         path = self._path(key)
         try:
             with open(path, "rb") as f:
                 etag = _etag_of(os.fstat(f.fileno()))
                 if if_none_match == etag:
                     return None
-                return Blob(f.read(), etag)
+                return Blob(f.read() if max_read_bytes is None else f.read(max_read_bytes), etag)
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise NotFoundError(f"{self.url}/{key} does not exist") from None
         except OSError as exc:

@@ -54,13 +54,17 @@ class MemoryStore(ObjectStore):
     def url(self) -> str:
         return f"memory://{self.name}"
 
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         with _LOCK:
             try:
                 data, etag, _ = self._objects[key]
             except KeyError:
                 raise NotFoundError(f"{self.url}/{key} does not exist") from None
-        return None if if_none_match == etag else Blob(data, etag)
+        if if_none_match == etag:
+            return None
+        return Blob(data if max_read_bytes is None else data[:max_read_bytes], etag)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         data = self._get(key).data  # type: ignore[union-attr]

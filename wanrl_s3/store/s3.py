@@ -13,20 +13,19 @@ every part carries an S3 checksum of its body (CRC32C where ``google-crc32c``
 is installed, hardware-accelerated; CRC32 otherwise), computed here once; the
 service refuses a body that does not match it (400 BadDigest, retried like
 any transit fault), and a checksum that the service echoes back must equal
-ours. Measured cost in docs/benchmarks.md (transfer).
+ours. A service that checks nothing (moto, Ceph RGW 16) is caught by
+:mod:`wanrl_s3.store.s3_confirm`: no upload, plain or multipart, is reported
+as written before an MD5 ETag or a read-back shows the bytes sent were
+stored. Measured cost in docs/benchmarks.md (transfer).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import datetime as _dt
-import hashlib
 import http.client
 import os
 import re
-import threading
-import zlib
 from collections.abc import Iterator
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -45,18 +44,11 @@ from ..errors import (
 )
 from ..format.layout import cache_control
 from ..units import MiB
+from .checksums import CHECKSUM_ALGORITHM, range_md5, upload_checksum
 from .retry import RetryPolicy
+from .s3_confirm import UploadConfirmations
 from .sink import StreamBroke, read_socket_into
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
-
-_crc32c: Any
-try:  # hardware CRC32C (3x zlib's CRC32 here); optional, so CRC32 is the fallback
-    import google_crc32c as _crc32c
-except ImportError:  # pragma: no cover - exercised where the package is absent
-    _crc32c = None
-
-#: The S3 checksum algorithm sent with every upload.
-CHECKSUM_ALGORITHM = "CRC32" if _crc32c is None else "CRC32C"
 
 #: Failures worth another try: the connection, not the request, went wrong.
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
@@ -144,17 +136,6 @@ def _parse_ts(value: Any) -> float:
     return value.timestamp() if isinstance(value, _dt.datetime) else 0.0
 
 
-def upload_checksum(data: bytes, algorithm: str = CHECKSUM_ALGORITHM) -> str:
-    """The base64 S3 checksum (``x-amz-checksum-crc32c`` or ``-crc32``) of ``data``."""
-    if algorithm == "CRC32C" and _crc32c is not None:
-        value = int(_crc32c.value(data))
-    elif algorithm == "CRC32":
-        value = zlib.crc32(data)
-    else:
-        raise UsageError(f"unsupported upload checksum {algorithm!r}")
-    return base64.b64encode(value.to_bytes(4, "big")).decode()
-
-
 def _error_code(exc: bx.ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
@@ -183,8 +164,8 @@ class S3Store(ObjectStore):
     supports_server_side_copy = True
     supports_copy_from = True
     upload_check = (
-        "uploads are also checked against the ETag (the MD5 of what the service stored) "
-        "and sent again on a mismatch"
+        "every upload and part is also checked against its ETag (the MD5 of what the "
+        "service stored), or read back where ETags are not MD5s; damage is sent again"
     )
 
     def __init__(
@@ -213,12 +194,8 @@ class S3Store(ObjectStore):
         self.endpoint_url = endpoint_url or os.environ.get("AWS_ENDPOINT_URL") or None
         self.profile = profile or None
         self._client = client or self._make_client(profile, region, max_connections, read_timeout_s)
-        # each part's checksum, for the completion that lists them: (upload id, part) -> value
-        self._part_checksums: dict[tuple[str, int], str] = {}
-        # Whether this service's ETag of a plain upload is the MD5 of its body (S3 without
-        # SSE-KMS, MinIO, moto): None until a read-back settles it (see _check_etag).
-        self._etag_is_md5: bool | None = None
-        self._parts_lock = threading.Lock()
+        # what confirms this service stored an upload as sent, and the parts in flight
+        self._confirm = UploadConfirmations()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -319,19 +296,29 @@ class S3Store(ObjectStore):
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())
 
     # -- primitives -------------------------------------------------------------
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
         kwargs: dict[str, Any] = {"Key": self._key(key)}
         if if_none_match:
             kwargs["IfNoneMatch"] = if_none_match
+        if max_read_bytes is not None:
+            kwargs["Range"] = f"bytes=0-{max_read_bytes - 1}"
         try:
             resp = self._call(f"GET {key}", self._client.get_object, **kwargs)
         except _NotModified:
             return None
+        except _PastTheEnd:  # no byte 0: the object is empty
+            return self._empty_object(key, if_none_match)
+        body = resp["Body"]
         try:
-            data = resp["Body"].read()
+            if max_read_bytes is None:
+                return Blob(body.read(), resp["ETag"])
+            data = body.read(max_read_bytes)
+            body.close()  # a service that ignored the range sends the rest to nobody
+            return Blob(data, resp["ETag"])
         except RETRYABLE_EXCEPTIONS as exc:
             raise TransientStoreError(f"GET {key}: {exc}") from exc
-        return Blob(data, resp["ETag"])
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
         end = offset + len(buf) - 1
@@ -358,43 +345,34 @@ class S3Store(ObjectStore):
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None
     ) -> str:
         checksum = upload_checksum(data)
-        kwargs: dict[str, Any] = {
-            "Key": self._key(key),
-            "Body": data,
-            "CacheControl": cache_control(key),
-            f"Checksum{CHECKSUM_ALGORITHM}": checksum,
-        }
-        if if_none_match:
-            kwargs["IfNoneMatch"] = "*"
-        if if_match is not None:
-            kwargs["IfMatch"] = if_match
-        resp = self._call(f"PUT {key}", self._client.put_object, **kwargs)
-        if not _check_echo(f"PUT {key}", resp, checksum):
-            self._check_etag(key, data, str(resp["ETag"]), created=if_none_match)
-        return str(resp["ETag"])
 
-    def _check_etag(self, key: str, data: bytes, etag: str, *, created: bool) -> None:
-        """Refuse an upload the service stored damaged, where the service cannot tell.
+        def send(create: bool, match: str | None) -> tuple[str, bool]:
+            kwargs: dict[str, Any] = {"IfNoneMatch": "*"} if create else {}
+            if match is not None:
+                kwargs["IfMatch"] = match
+            resp = self._call(
+                f"PUT {key}", self._client.put_object, Key=self._key(key), Body=data,
+                CacheControl=cache_control(key),
+                **{f"Checksum{CHECKSUM_ALGORITHM}": checksum}, **kwargs,
+            )  # fmt: skip
+            etag = str(resp["ETag"])
+            if _check_echo(f"PUT {key}", resp, checksum):
+                return etag, True  # the service's own checksum of what it stored is ours
+            return etag, self._confirm.put_confirmed(
+                data, etag, lambda: self._read_back(key, len(data))
+            )
 
-        Services that validate the checksum sent with the body refuse a damaged one
-        themselves; some (moto, older MinIO) do not. The ETag of a plain upload is
-        the MD5 of what was stored on most services: a mismatch is read back once
-        to tell damage from a service whose ETags are not MD5s (SSE-KMS). Damage is
-        a transient error (the retry rewrites it); an object this call created
-        (``If-None-Match``) is removed first, so the retry can create it again.
-        """
-        if self._etag_is_md5 is False:
-            return
-        if etag.strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest():
-            self._etag_is_md5 = True
-            return
-        stored = self._call(f"GET {key}", self._client.get_object, Key=self._key(key))
-        if stored["Body"].read() == data:
-            self._etag_is_md5 = False  # the service's ETags are not MD5s: stop checking
-            return
-        if created:
+        def remove(etag: str) -> None:  # our own damaged create: nobody else could write it
             self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
-        raise TransientStoreError(f"PUT {key}: the service stored other bytes than were sent")
+
+        return self._write_confirmed(
+            key, send, remove, if_none_match=if_none_match, if_match=if_match
+        )
+
+    def _read_back(self, key: str, size: int) -> bytes:
+        """What the service holds at ``key``, to compare with what was just sent."""
+        blob = self._get(key, max_read_bytes=size + 1)
+        return b"" if blob is None else blob.data
 
     def _head(self, key: str) -> ObjectInfo | None:
         try:
@@ -447,24 +425,23 @@ class S3Store(ObjectStore):
     def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
         what = f"PUT {key} part {part_number}"
         checksum = upload_checksum(data)
-        resp = self._call(
-            what,
-            self._client.upload_part,
-            Key=self._key(key),
-            UploadId=upload_id,
-            PartNumber=part_number,
-            Body=data,
-            **{f"Checksum{CHECKSUM_ALGORITHM}": checksum},
+
+        def send() -> tuple[str, bool]:
+            resp = self._call(
+                what,
+                self._client.upload_part,
+                Key=self._key(key),
+                UploadId=upload_id,
+                PartNumber=part_number,
+                Body=data,
+                **{f"Checksum{CHECKSUM_ALGORITHM}": checksum},
+            )
+            return str(resp["ETag"]), _check_echo(what, resp, checksum)
+
+        etag, echoed = send()
+        return self._confirm.part(
+            what, upload_id, part_number, data, checksum, etag, lambda: send()[0], echoed=echoed
         )
-        if (
-            not _check_echo(what, resp, checksum)
-            and self._etag_is_md5
-            and str(resp["ETag"]).strip('"') != hashlib.md5(data, usedforsecurity=False).hexdigest()
-        ):
-            raise TransientStoreError(f"{what}: the service stored other bytes than were sent")
-        with self._parts_lock:
-            self._part_checksums[upload_id, part_number] = checksum
-        return str(resp["ETag"])
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
         return self._complete(key, upload_id, parts)
@@ -477,8 +454,8 @@ class S3Store(ObjectStore):
     def _complete(
         self, key: str, upload_id: str, parts: list[tuple[int, str]], **conditions: str
     ) -> str:
-        with self._parts_lock:
-            sums = {n: self._part_checksums.get((upload_id, n)) for n, _ in parts}
+        numbers = [n for n, _ in parts]
+        sums = self._confirm.checksums(upload_id, numbers)
         listed = [
             {"PartNumber": n, "ETag": e}
             | ({} if sums[n] is None else {f"Checksum{CHECKSUM_ALGORITHM}": sums[n]})
@@ -492,7 +469,18 @@ class S3Store(ObjectStore):
             MultipartUpload={"Parts": listed},
             **conditions,
         )
-        self._forget_parts(upload_id)
+        try:  # parts no ETag confirmed are read back: only where ETags are not MD5s
+            self._confirm.check_completed(
+                f"COMPLETE {key}", upload_id, numbers,
+                lambda offset, size: range_md5(
+                    lambda at, buf: self.read_into(key, at, buf), offset, size
+                ),
+            )  # fmt: skip
+        except StoreError:
+            self._call(f"DELETE {key}", self._client.delete_object, Key=self._key(key))
+            raise
+        finally:
+            self._confirm.forget(upload_id)
         return str(resp["ETag"])
 
     def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
@@ -513,13 +501,8 @@ class S3Store(ObjectStore):
             raise
         return False
 
-    def _forget_parts(self, upload_id: str) -> None:
-        with self._parts_lock:
-            for done in [k for k in self._part_checksums if k[0] == upload_id]:
-                del self._part_checksums[done]
-
     def _mpu_abort(self, key: str, upload_id: str) -> None:
-        self._forget_parts(upload_id)
+        self._confirm.forget(upload_id)
         with contextlib.suppress(NotFoundError):
             self._call(
                 f"ABORT {key}",

