@@ -76,6 +76,11 @@ class PublishConfig:
     # readers that require signatures refuse it after, so a frozen or replayed pointer
     # is seen. Set it well above kappa * T_train. None: the pointer never expires.
     latest_expiry_s: float | None = 7 * 24 * 3600.0
+    # Payload objects dealt over this many prefixes of the store (v/p0/ ... v/p<K-1>/), fixed
+    # for the run, so a fleet's reads of one version are not all asked of one prefix: the
+    # planner's peak reads a second over the provider's per-prefix limit, rounded up
+    # (`wanrl-s3 estimate` names it). 1: every object in the version's own directory.
+    payload_prefixes: int = 1
 
     def __post_init__(self) -> None:
         if self.delta not in DELTA_MODES:
@@ -92,6 +97,11 @@ class PublishConfig:
         require_int("concurrency", self.concurrency)
         if self.latest_expiry_s is not None:
             require_positive("latest_expiry_s", self.latest_expiry_s)
+        if require_int("payload_prefixes", self.payload_prefixes) > layout.MAX_PAYLOAD_PREFIXES:
+            raise UsageError(
+                f"payload_prefixes must be at most {layout.MAX_PAYLOAD_PREFIXES}, "
+                f"got {self.payload_prefixes}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -286,7 +296,10 @@ class VersionWriter:
         *,
         signer: Any = None,
         keep_base: bool = True,
+        rank: int = 0,
     ) -> None:
+        """``rank``: the publishing rank whose share this writes (0 of 1 for a whole
+        version); the ranks of one version start their payload on different prefixes."""
         self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
         if not self.stores:
             raise UsageError("a Publisher needs at least one store")
@@ -294,6 +307,7 @@ class VersionWriter:
         self.config = config or PublishConfig()
         self.signer = signer
         self.keep_base = keep_base
+        self.rank = rank
         self._base: DeltaBase | None = None
 
     def hold(self, base: DeltaBase) -> None:
@@ -368,6 +382,10 @@ class VersionWriter:
             object_bytes=cfg.object_bytes,
             part_bytes=cfg.part_bytes,
             concurrency=cfg.concurrency,
+            prefixes=cfg.payload_prefixes,
+            # each version (and each rank's share) starts one prefix further on, so a version
+            # of fewer objects than prefixes does not always load the first ones
+            first_prefix=(version + self.rank) % cfg.payload_prefixes,
         )
         entries: list[TensorEntry] = []
         try:
