@@ -113,13 +113,6 @@ def directory_of(key: str) -> str | None:
     return m.group(0)[:-1] if m else None
 
 
-def directory_of(key: str) -> str | None:
-    """The directory of a version's key (its own, or its payload prefix's: what a listing
-    of that directory returns it in), or None if it is not one of a version's keys."""
-    m = _VERSION_DIR_RE.match(key)
-    return m.group(0)[:-1] if m else None
-
-
 def version_of_key(key: str) -> int | None:
     """The version a key belongs to (in its directory or under a payload prefix), or None
     if it is not one of a version's keys."""
