@@ -138,11 +138,9 @@ def test_gc_collects_spread_payload_and_keeps_retained_chains_whole(store: Objec
 
 
 def test_ranks_of_one_version_start_on_different_prefixes(s3_url: str, s3_endpoint: str) -> None:
-    pubs = [
-        ShardedPublisher(open_store(s3_url, endpoint_url=s3_endpoint), config(2), rank=rank,
-                         ranks=3, run_id="job-a", poll_s=0.05, timeout_s=60.0)  # fmt: skip
-        for rank in range(3)
-    ]
+    kw = {"ranks": 3, "run_id": "job-a", "poll_s": 0.05, "timeout_s": 60.0}
+    stores = [open_store(s3_url, endpoint_url=s3_endpoint) for _ in range(3)]
+    pubs = [ShardedPublisher(s, config(2), rank=r, **kw) for r, s in enumerate(stores)]  # type: ignore[arg-type]
     state = model()
     publish_all(pubs, state, 1)
     store = pubs[0].store

@@ -67,8 +67,8 @@ from ..errors import (
     WanrlError,
 )
 from ..format import layout
-from ..format.manifest import RUN_ID_RE, Manifest
 from ..format.listing import Listings
+from ..format.manifest import RUN_ID_RE, Manifest
 from ..format.manifests import Manifests
 from ..io.tensors import StateDict, iter_items
 from ..store import SYSTEM_CLOCK, Clock, ObjectStore
