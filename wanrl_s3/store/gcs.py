@@ -36,11 +36,12 @@ from ..errors import (
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    ThrottledError,
     TransientStoreError,
     UsageError,
 )
 from ..format.layout import cache_control
-from .retry import RetryPolicy
+from .retry import THROTTLE_STATUSES, RetryPolicy
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
 
@@ -146,6 +147,8 @@ class GcsStore(MarkedUploads):
         except google.auth.exceptions.GoogleAuthError as exc:
             raise UsageError(f"{where}: Google credentials failed: {exc}") from exc
         except gx.GoogleAPICallError as exc:
+            if exc.code in THROTTLE_STATUSES:
+                raise ThrottledError(f"{where}: {exc.code}") from exc
             if exc.code in _TRANSIENT_STATUS or isinstance(exc, gx.ServerError):
                 raise TransientStoreError(f"{where}: {exc.code}") from exc
             raise StoreError(f"{where}: {exc.code} {exc.message}") from exc

