@@ -139,6 +139,6 @@ def test_a_slowdown_mid_download_keeps_what_was_read(
     impatient = RetryPolicy(clock=throttled.clock, throttled_attempts=6)
     with (
         Subscriber(throttled.reader_store(url, 2, impatient), concurrency=1) as sub,
-        pytest.raises(StoreError, match="000003.bin .* after 6 attempts: .*SlowDown"),
+        pytest.raises(StoreError, match=r"000003\.bin .* after 6 attempts: .*SlowDown"),
     ):
         sub.fetch()
