@@ -17,7 +17,7 @@ from wanrl_s3.cost import (
     read_rates,
     request_load,
 )
-from wanrl_s3.cost.requests import READ_CONCURRENCY
+from wanrl_s3.cost.reads import READ_CONCURRENCY
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.store import open_store
 from wanrl_s3.units import MiB

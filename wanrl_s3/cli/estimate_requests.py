@@ -17,6 +17,7 @@ from ..cost.plan import Plan
 from ..cost.prices import PriceBook
 from ..cost.requests import RequestLoad, load_warning, object_warning, request_loads
 from ..errors import UsageError
+from .common import positive_int
 
 
 def add_request_flags(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,15 @@ def add_request_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="read requests a second one prefix serves before 503s (default: the provider's "
         "documented limit, from the price file; set it for a pre-partitioned prefix)",
+    )
+    g.add_argument(
+        "--payload-prefixes",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="the publisher's --payload-prefixes: each version's payload objects dealt over "
+        "K prefixes, so the busiest prefix sees a share of the reads (and each worker lists "
+        "each prefix it reads); a row over its limit names the K that fits",
     )
 
 

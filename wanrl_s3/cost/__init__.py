@@ -72,11 +72,10 @@ from .prices import (
     parse_prices,
 )
 from .publication import TYPICAL_FULL_RATIO, TrainerUplink
+from .reads import READ_REQUEST_MB, payload_reads
 from .requests import (
-    READ_REQUEST_MB,
     ReadRates,
     RequestLoad,
-    payload_reads,
     polls_per_month,
     read_rates,
     request_load,

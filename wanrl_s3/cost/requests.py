@@ -39,12 +39,8 @@ from .egress import SECONDS_PER_MONTH
 from .fleet import GOODPUT_SHARE
 from .inputs import BUCKET_ROWS, CDN_ROWS, DELTA_ROWS, LABELS, PlanInputs
 from .prices import PriceBook, RequestLimits
+from .reads import READ_CONCURRENCY, READ_REQUEST_MB, payload_reads
 
-#: The reader's ranged GET for coded and delta payloads, in MB: ``Subscriber``'s window
-#: (128 MiB) over its concurrency (16), at least 1 MiB, at most its range (64 MiB).
-READ_REQUEST_MB = 8 * 2**20 / 1e6
-#: Ranged GETs a reader has in flight at once (``Subscriber(concurrency=16)``).
-READ_CONCURRENCY = 16
 #: Reads before the payload, per version: the listing (is it whole?) and the manifest.
 METADATA_READS = 2
 #: Ranged GETs per payload object (the publisher's 64 MiB objects, read 8 MiB at a time).
@@ -64,12 +60,6 @@ class ReadRates:
     @property
     def peak_per_s(self) -> float:
         return self.polls_per_s + self.burst_per_s + self.stream_per_s
-
-
-def payload_reads(payload_gb: float, request_mb: float = READ_REQUEST_MB) -> int:
-    """Ranged GETs one worker makes for a payload (at least one)."""
-    require_positive("request_mb", request_mb)
-    return max(1, math.ceil(payload_gb * 1000.0 / request_mb - 1e-9))
 
 
 def read_rates(

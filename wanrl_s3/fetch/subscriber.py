@@ -187,7 +187,8 @@ class Subscriber:
         for exactly what the plan from ``have_version`` reads (every manifest of
         the chain, every payload object at least at the size its manifest says)
         by listing the directories those keys lie in (:class:`Listings`): one
-        request per version, and one per payload prefix the plan reads from. An
+        request per version, and one per payload prefix the plan reads from (those
+        together, in one round trip). An
         object longer than its manifest says holds every byte the plan reads, and
         every byte read is verified: such a version is whole, as it is to
         ``pull``, or a worker would wait for it forever.
@@ -205,6 +206,7 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
+        listings.fill(wanted, self._meta_pool)  # the payload prefixes at once
         absent = [key for key, size in wanted.items() if not listings.holds(key, size)]
         if absent:
             return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"

@@ -7,10 +7,9 @@ Parts of every object upload in parallel on a shared pool while the stream
 goes on; a shared semaphore bounds the parts held in memory, so publishing
 never holds a second copy of the model.
 
-With ``prefixes`` K > 1, object n goes under payload prefix ``(first_prefix + n) mod K``
-(``v/p<k>/<version>/...``, see :mod:`wanrl_s3.format.layout`): consecutive objects on
-consecutive prefixes, so the readers of one version spread their ranged GETs over
-the K prefixes instead of asking one for all of them.
+``prefix_of(n)`` names the payload prefix object n goes under (``v/p<k>/<version>/...``,
+see :mod:`wanrl_s3.format.layout`; ``PublishConfig.payload_prefix`` deals consecutive
+objects over consecutive prefixes), or None for the version's own directory.
 
 Given several stores (fanout to every region), each object is opened in every
 store under the same key and fed the same bytes as they stream past, so one
@@ -22,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..format.layout import payload_key
@@ -40,13 +39,12 @@ class PayloadWriter:
         object_bytes: int,
         part_bytes: int,
         concurrency: int,
-        prefixes: int = 1,
-        first_prefix: int = 0,
+        prefix_of: Callable[[int], int | None] = lambda index: None,
     ) -> None:
         self.stores = (stores,) if isinstance(stores, ObjectStore) else tuple(stores)
         self.version, self.publish_id = version, publish_id
         self.object_bytes, self.part_bytes = object_bytes, part_bytes
-        self.prefixes, self.first_prefix = prefixes, first_prefix
+        self._prefix = prefix_of
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
         self._closer = ThreadPoolExecutor(2 * len(self.stores), thread_name_prefix="wanrl-complete")
         self._slots = threading.Semaphore(concurrency + 2)
@@ -59,10 +57,6 @@ class PayloadWriter:
 
     def _relative(self, index: int) -> str:
         return f"{self.publish_id}/{index:06d}.bin"
-
-    def _prefix(self, index: int) -> int | None:
-        """The payload prefix of object ``index``; None: the version's own directory."""
-        return None if self.prefixes == 1 else (self.first_prefix + index) % self.prefixes
 
     def _key(self, index: int) -> str:
         return payload_key(self.version, self._relative(index), self._prefix(index))

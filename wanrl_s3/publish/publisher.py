@@ -28,6 +28,7 @@ bigger than ``max_delta_fraction`` of a full snapshot.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -102,6 +103,19 @@ class PublishConfig:
                 f"payload_prefixes must be at most {layout.MAX_PAYLOAD_PREFIXES}, "
                 f"got {self.payload_prefixes}"
             )
+
+    def payload_prefix(self, version: int, index: int, rank: int = 0) -> int | None:
+        """The payload prefix that payload object ``index`` of ``version`` goes under (of
+        rank ``rank``'s share, publishing across ranks); None: the version's own folder.
+
+        Consecutive objects on consecutive prefixes, so a reader's ranged GETs move from
+        one prefix to the next; each version, and each rank's share, starts one prefix
+        further on, so a version of fewer objects than prefixes does not always load the
+        first ones.
+        """
+        if self.payload_prefixes == 1:
+            return None
+        return (version + rank + index) % self.payload_prefixes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -382,10 +396,7 @@ class VersionWriter:
             object_bytes=cfg.object_bytes,
             part_bytes=cfg.part_bytes,
             concurrency=cfg.concurrency,
-            prefixes=cfg.payload_prefixes,
-            # each version (and each rank's share) starts one prefix further on, so a version
-            # of fewer objects than prefixes does not always load the first ones
-            first_prefix=(version + self.rank) % cfg.payload_prefixes,
+            prefix_of=functools.partial(cfg.payload_prefix, version, rank=self.rank),
         )
         entries: list[TensorEntry] = []
         try:
