@@ -38,6 +38,19 @@ After each case it checks and counts, per kind (each must stay 0):
 - ``wrong_exits``: a defined failure with another exit code than its class's
   (``wanrl_s3/errors.py``): bad input not 2, a truncated object not 3 on every
   backend, a worker that cannot stage not 2, a racing publisher given no base 2.
+- ``relayed_unverified``: a replica that, after ``relay --once`` over a tampered
+  primary (a payload flipped, replaced or truncated, a manifest edited, another
+  run's version planted), serves a LATEST that a clean pull refuses, or a
+  version the relay should have refused; a relay that exits 0 over damage it
+  could see;
+- ``replicas_unhealed``: a replica that does not serve the primary's newest
+  version, manifest and LATEST byte for byte, one relay pass after the primary
+  was repaired;
+- ``untrusted_bases``: a signing publisher that built a delta on a newest version
+  signed by a key its readers do not trust (a bucket writer's, a revoked one);
+- ``planted_installs``: another run's genuine version (same key), planted with its
+  LATEST in this run's prefix, installed by a verifying worker or returned by
+  ``pull latest --verify-key --run``.
 
 Retries are the repeated requests the proxy saw (same method, target, range and
 conditions): the store's retry layer re-sends a request after each transient failure.
@@ -89,12 +102,14 @@ from wanrl_s3.testing import (
 COUNTERS = (
     "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
     "freezes_unseen", "collections_blocked", "bad_input_accepted", "wrong_exits",
+    "relayed_unverified", "replicas_unhealed", "untrusted_bases", "planted_installs",
 )  # fmt: skip
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
 MODEL_FILE = "model.safetensors"  # what `wanrl-s3 worker` keeps in --out-dir
 STUCK_BOUND_S = 30.0
 EXPIRY_S = 3.0  # a signed LATEST's lifetime in the expiry_held case
 WORKER_EDITS = ("latest_far_ahead", "deep_json", "latest_edited", "latest_rollback")
+LOGGERS = ("worker", "relay")  # commands that log as they go: "<time> wanrl-s3 worker: ..."
 
 
 @functools.cache
@@ -123,6 +138,9 @@ class Plan:
     hostile_rounds: int = 5  # each worker-side hostile case, this many times
     estimate_fuzz: int = 300  # mutated fleet files
     clouds: bool = True  # truncated objects on gs:// and az:// too (their emulators)
+    relay_tamperings: int = 4  # per kind and signing mode
+    untrusted_bases: int = 4  # per kind of untrusted key
+    cross_run_plants: int = 4
 
     @classmethod
     def quick(cls) -> Plan:
@@ -130,7 +148,8 @@ class Plan:
             cycles_per_fault=1, publisher_kills=2, worker_kills=1, races=2, tamperings=1,
             worker_tamperings=1, worker_tamper_edits=2, both_signing_modes=False,
             full_disks=2, fuzz_examples=40, fuzz_worker_examples=3, hostile_rounds=1,
-            estimate_fuzz=20, clouds=False,
+            estimate_fuzz=20, clouds=False, relay_tamperings=1, untrusted_bases=1,
+            cross_run_plants=1,
         )  # fmt: skip
 
 
@@ -149,6 +168,10 @@ class KindStats:
     collections_blocked: int = 0
     bad_input_accepted: int = 0
     wrong_exits: int = 0
+    relayed_unverified: int = 0
+    replicas_unhealed: int = 0
+    untrusted_bases: int = 0
+    planted_installs: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -288,8 +311,8 @@ def output_problem(code: int, err: str, *, worker: bool = False) -> str | None:
     if not 0 <= code <= 7:
         return f"exit code {code}"
     lines = err.strip().split("\n") if err.strip() else []  # what a terminal shows as lines
-    if worker:  # a worker logs; only its final error must be one line
-        lines = [ln for ln in lines if " wanrl-s3 worker: " not in ln]
+    if worker:  # a worker (or the relay) logs; only its final error must be one line
+        lines = [ln for ln in lines if not any(f" wanrl-s3 {c}: " in ln for c in LOGGERS)]
     if len(lines) > 1:
         return f"{len(lines)} lines on stderr"
     return None
@@ -316,6 +339,7 @@ class Campaign:
         self.logs = self.path("logs/x").parent
         self.logs.mkdir(exist_ok=True)
         self.keys = self._keygen()
+        self._other_run: str | None = None  # another run under the same key (other_run)
 
     # -- bookkeeping
     def stat(self, kind: str | None = None) -> KindStats:
@@ -354,7 +378,7 @@ class Campaign:
 
     def check_output(self, argv: list[str], done: Done, *, worker: bool = False) -> None:
         self.stat().exits[done.code] += 1
-        problem = output_problem(done.code, done.err, worker=worker)
+        problem = output_problem(done.code, done.err, worker=worker or argv[0] in LOGGERS)
         if problem:
             self.fail("tracebacks", f"{problem}: wanrl-s3 {' '.join(argv)!r}: {done.err[-600:]!r}")
 
@@ -837,6 +861,185 @@ class Campaign:
         else:
             getattr(self, f"do_{edit}")(url, {"signed": False}, {})
 
+    # -- 5b. the relay over a tampered primary ------------------------------------------
+    RELAY_TAMPERINGS = ("payload_flip", "payload_replace", "payload_truncate", "manifest_edit")
+
+    def relay_tamperings(self) -> None:
+        modes = {kind: self.rng.choice([False, True]) for kind in self.RELAY_TAMPERINGS}
+        for signed in (False, True):
+            kinds = [k for k in self.RELAY_TAMPERINGS if self.plan.both_signing_modes or
+                     modes[k] == signed] + (["cross_run"] if signed else [])  # fmt: skip
+            for kind in kinds:
+                for _ in range(self.plan.relay_tamperings):
+                    self.relay_case(kind, signed)
+
+    def relay_case(self, kind: str, signed: bool) -> None:
+        """v1, v2 relayed; v3 tampered in the primary, relayed (refused), repaired, relayed."""
+        self.case(f"relay:{kind}:{'signed' if signed else 'unsigned'}")
+        primary, replica = self.new_store("relay-primary"), self.new_store("relay-replica")
+        regions = self.regions_file(primary, replica)
+        sign, verify = self.sign_args(signed, publish=True), self.sign_args(signed, publish=False)
+        relay = ["relay", "--regions", str(regions), "--once", *verify]
+        model = make_model(self.nprng, 128 * 1024)
+        for v in (1, 2, 3):
+            model = nudge(self.nprng, model)
+            self.publish(primary, v, self.write_model(primary, v, model), "--run-id", "ours", *sign)
+            self.published[(replica, v)] = self.published[(primary, v)]
+            if v == 2 and self.cli(*relay).code != 0:
+                self.fail("versions_lost", f"relay of an untampered v2 exited non-zero ({kind})")
+        saved = {
+            rel: self.get(primary, rel)
+            for rel in ["LATEST", *self.keys_under(primary, "v/000000000003/")]
+        }
+        visible = self.tamper_primary(kind, primary)
+        done = self.cli(*relay)
+        served = self.clean_pull(replica, "latest", *verify)
+        if served is None:
+            self.fail("relayed_unverified", f"{kind}: the replica serves a LATEST a pull refuses")
+        elif visible and served == 3:
+            self.fail("relayed_unverified", f"{kind}: the relay committed the tampered v3")
+        if visible and done.code == 0:
+            self.fail("relayed_unverified", f"{kind}: relay --once exited 0 over visible damage")
+        for rel in [r for r in self.keys_under(primary, "v/000000000003/") if r not in saved]:
+            self.delete(primary, rel)  # a planted version's objects
+        for rel, data in saved.items():
+            self.put(primary, rel, data)  # the primary repaired
+        healed = self.cli(*relay)
+        same = all(self.get(replica, rel) == self.get(primary, rel)
+                   for rel in ("v/000000000003/manifest.json",))  # fmt: skip
+        if healed.code != 0 or not same or self.clean_pull(replica, "latest", *verify) != 3:
+            self.fail("replicas_unhealed", f"{kind}: relay exited {healed.code} after the repair")
+
+    def regions_file(self, primary: str, replica: str) -> Path:
+        lines = ['primary = "use1"', 'mode = "copy"']
+        for name, url in (("use1", primary), ("euw1", replica)):
+            lines += ["", f"[regions.{name}]", f'url = "{url}"', 's3_region = "us-east-1"']
+            lines += [f'endpoint_url = "{self.endpoint}"', 'profile = ""', 'price_class = ""']
+        path = self.path(f"relay/{self.rng.getrandbits(48):x}.toml")
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def tamper_primary(self, kind: str, url: str) -> bool:
+        """Tamper with v3 in the primary; whether a relay can see it (unsigned edits with a
+        re-pinned LATEST cannot be told from a publication)."""
+        if kind == "manifest_edit":
+            m = self.manifest(url, 3)
+            m["metadata"] = {**m.get("metadata", {}), "step": str(self.rng.randrange(10**6))}
+            self.put_manifest(url, 3, m, fix_latest=True)
+            return self.template_signed(url)
+        if kind == "cross_run":
+            theirs = self.other_run()
+            for rel in self.keys_under(theirs, "v/000000000003/"):
+                self.put(url, rel, self.get(theirs, rel))
+            self.put(url, "LATEST", self.get(theirs, "LATEST"))
+            return True
+        rel = self.rng.choice(
+            [k for k in self.keys_under(url, "v/000000000003/") if k.endswith(".bin")]
+        )
+        data = self.get(url, rel)
+        if kind == "payload_flip":
+            data = bytes([data[0] ^ 1 << self.rng.randrange(8)]) + data[1:]
+        elif kind == "payload_replace":
+            data = self.nprng.bytes(len(data))
+        else:
+            data = data[: self.rng.randrange(len(data))]
+        self.put(url, rel, data)
+        return True
+
+    def template_signed(self, url: str) -> bool:
+        return "signature" in json.loads(self.get(url, "v/000000000001/manifest.json"))
+
+    def other_run(self) -> str:
+        """Another run signed with this campaign's key, its v3 a keyframe (made once)."""
+        if self._other_run is None:
+            url = self.new_store("other-run")
+            model = make_model(self.nprng, 128 * 1024)
+            for v in (1, 2, 3):
+                model = nudge(self.nprng, model)
+                self.publish(url, v, self.write_model(url, v, model), "--run-id", "theirs",
+                             "--delta", "never", *self.sign_args(True, publish=True))  # fmt: skip
+            self._other_run = url
+        return self._other_run
+
+    def delete(self, url: str, rel: str) -> None:
+        bucket, _, prefix = url.removeprefix("s3://").partition("/")
+        self.s3.delete_object(Bucket=bucket, Key=f"{prefix}/{rel}")
+
+    # -- 5c. a signing publisher over a version its readers do not trust -------------------
+    def untrusted_bases(self) -> None:
+        for who in ("bucket_writer", "revoked"):
+            for _ in range(self.plan.untrusted_bases):
+                self.untrusted_base_case(who)
+
+    def untrusted_base_case(self, who: str) -> None:
+        """v1 by the trainer's key, v2 by another (a bucket writer's, or a key the readers'
+        keyring no longer holds); the trainer's v3 must not be a delta against v2."""
+        self.case(f"untrusted_base:{who}")
+        url = self.new_store(f"untrusted-{who}")
+        other = self.other_key(who)
+        keyring = (
+            ["--verify-key", self.keys[1]] if who == "revoked" else []
+        )  # no keyring: its own key
+        model = make_model(self.nprng, 128 * 1024)
+        for v, key in ((1, self.keys[0]), (2, other[0]), (3, self.keys[0])):
+            model = nudge(self.nprng, model)
+            extra = keyring if v == 3 else []
+            done = self.publish(
+                url, v, self.write_model(url, v, model), "--signing-key", key, *extra
+            )
+            if done.code != 0:
+                self.fail("versions_lost", f"{who}: publish of v{v} exited {done.code}")
+        if self.manifest(url, 3).get("base_version") == 2:
+            self.fail("untrusted_bases", f"{who}: v3 is a delta against v2, signed by {who}")
+        self.expect_served(url, 3, *self.sign_args(True, publish=False))
+
+    def other_key(self, who: str) -> tuple[str, str]:
+        base = self.path(f"keys/{who}")
+        if not base.with_suffix(".pem").exists():
+            self.cli("keygen", "--out", str(base))
+        return f"{base}.pem", f"{base}.pub.pem"
+
+    # -- 5d. another run's version planted in this run's prefix ----------------------------
+    def cross_run_plants(self) -> None:
+        for _ in range(self.plan.cross_run_plants):
+            self.cross_run_case()
+
+    def cross_run_case(self) -> None:
+        """A verifying worker at v2; their v3 (same key, a keyframe) and LATEST planted; a
+        pull told the run; the plant removed, our v3 published: installed at once."""
+        self.case("cross_run")
+        url, theirs = self.new_store("cross-run"), self.other_run()
+        sign, verify = self.sign_args(True, publish=True), self.sign_args(True, publish=False)
+        out_dir = self.path(f"cross-run/{self.rng.getrandbits(48):x}")
+        out_dir.mkdir()
+        model = make_model(self.nprng, 128 * 1024)
+        for v in (1, 2):
+            model = nudge(self.nprng, model)
+            self.publish(url, v, self.write_model(url, v, model), "--run-id", "ours", *sign)
+        argv = worker_command(url, self.endpoint, str(out_dir), "plant", 0.2, *verify)[3:]
+        worker = fork_cli(argv, self.logs)
+        self.wait_installed(worker, out_dir, 2)
+        good = self.get(url, "LATEST")
+        planted = self.keys_under(theirs, "v/000000000003/")
+        for rel in planted:
+            self.put(url, rel, self.get(theirs, rel))
+        self.put(url, "LATEST", self.get(theirs, "LATEST"))
+        before = file_state(out_dir / MODEL_FILE)
+        pulled = self.clean_pull(url, "latest", *verify, "--run", "ours")
+        time.sleep(1.5)  # several polls of the planted LATEST
+        after = file_state(out_dir / MODEL_FILE)
+        if pulled is not None or (after and before and after[0] != before[0]):
+            self.fail("planted_installs", f"their v3 taken: pull gave {pulled}, worker {after}")
+        for rel in planted:
+            self.delete(url, rel)
+        self.put(url, "LATEST", good)
+        model = nudge(self.nprng, model)
+        self.publish(url, 3, self.write_model(url, 3, model), "--run-id", "ours", *sign)
+        self.wait_installed(worker, out_dir, 3)
+        self.check_install(url, out_dir / MODEL_FILE, before, None)
+        self.stop_worker(worker, out_dir, url)
+        self.expect_served(url, 3, *verify, "--run", "ours")
+
     # -- 6. full disks -----------------------------------------------------------------------
     def full_disks(self) -> None:
         self.kind = "full_disk"
@@ -1294,11 +1497,12 @@ FLAGS: dict[str, dict[str, str | None]] = {
     "publish": {"SRC": "path", "--store": "store", "--version": "number", "--delta": "word",
                 "--keyframe-every": "number", "--base": "path", "--run-id": "word",
                 "--signing-key": "path", "--part-mb": "number", "--concurrency": "number",
-                "--json": None, "--endpoint-url": "endpoint", "--regions": "path"},
+                "--json": None, "--endpoint-url": "endpoint", "--regions": "path",
+                "--unsigned": None, "--verify-key": "path"},
     "pull": {"--store": "store", "--version": "number", "--out": "path", "--have": "path",
              "--concurrency": "number", "--fsync": None, "--json": None, "--verify-key": "path",
              "--region": "word", "--regions": "path", "--visible-timeout-s": "number",
-             "--endpoint-url": "endpoint"},
+             "--endpoint-url": "endpoint", "--run": "word"},
     "inspect": {"--store": "store", "--version": "number", "--json": None,
                 "--verify-key": "path", "--endpoint-url": "endpoint"},
     "gc": {"--store": "store", "--keep": "number", "--grace-s": "number", "--dry-run": None,
@@ -1313,8 +1517,9 @@ FLAGS: dict[str, dict[str, str | None]] = {
     "worker": {"--store": "store", "--out-dir": "path", "--poll-interval-s": "number",
                "--exit-after": "number", "--worker-id": "word", "--concurrency": "number",
                "--verify-key": "path", "--max-lag-versions": "number",
-               "--endpoint-url": "endpoint"},
-    "relay": {"--regions": "path", "--once": None, "--poll-interval-s": "number"},
+               "--endpoint-url": "endpoint", "--run": "word"},
+    "relay": {"--regions": "path", "--once": None, "--poll-interval-s": "number",
+              "--verify-key": "path", "--run": "word"},
 }  # fmt: skip
 TEMPLATES = {
     "publish": ["SRC", "--store", "--version"], "pull": ["--store", "--out"],
@@ -1375,15 +1580,17 @@ def summary(c: Campaign) -> dict[str, Any]:
     }
 
 
+SHORT = ("part", "forg", "lost", "stuck", "trace", "relay", "heal", "base", "plant")  # COUNTERS
+
+
 def table(report: dict[str, Any]) -> str:
-    head = f"{'kind':38} {'count':>5} {'retries':>7} {'faults':>6} {'part':>4} {'forg':>4} "
-    head += f"{'lost':>4} {'stuck':>5} {'trace':>5}  exit codes"
-    rows = [head]
+    head = f"{'kind':34} {'count':>5} {'retries':>7} {'faults':>6} "
+    rows = [head + " ".join(f"{name:>{len(name)}}" for name in SHORT) + "  exit codes"]
     for kind, k in report["kinds"].items():
         rows.append(
-            f"{kind:38} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
-            f"{k['partial_installs']:4d} {k['forged_installs']:4d} {k['versions_lost']:4d} "
-            f"{k['stuck_workers']:5d} {k['tracebacks']:5d}  "
+            f"{kind:34} {k['count']:5d} {k['retries']:7d} {k['faults']:6d} "
+            + " ".join(f"{k[c]:{len(name)}d}" for c, name in zip(COUNTERS, SHORT, strict=True))
+            + "  "
             + " ".join(f"{code}:{n}" for code, n in k["exits"].items())
         )
     rows.append("totals: " + ", ".join(f"{k} {report[k]}" for k in COUNTERS))
@@ -1402,7 +1609,8 @@ def run_campaign(endpoint: str, seed: int, plan: Plan, workdir: Path) -> dict[st
 
 def _run(c: Campaign) -> dict[str, Any]:
     parts = (c.fault_cycles, c.publisher_kills, c.worker_kills, c.races, c.tamperings,
-             c.full_disks, c.fuzz, c.hostile)  # fmt: skip
+             c.relay_tamperings, c.untrusted_bases, c.cross_run_plants, c.full_disks,
+             c.fuzz, c.hostile)  # fmt: skip
     timings: dict[str, float] = {}
     with c.proxy, c.slow:
         for part in parts:

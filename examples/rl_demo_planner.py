@@ -50,8 +50,8 @@ PHASES = {
     "commit_to_seen": "commit -> seen: the commit and the poll, beyond their modelled requests",
     "seen_to_first_byte": "seen -> first byte: requests beyond the listing and the manifest: "
     "before a delta, the watcher prefetches the manifests between the keyframe and the "
-    "target by number, 8 at a time, and asks again at every delta for each number that "
-    "was never published (the demo publishes every kappa-th)",
+    "target by number, 8 at a time, asking once for each number never published (the "
+    "demo publishes every kappa-th)",
     "download": "download: slower than the worker's largest download ran",
     "verify_install": "verify + install, beyond what was fed in",
     "batch_boundary": "batch boundary, beyond the fleet's mean fed in",
@@ -277,7 +277,8 @@ def t_bcast(report: Mapping[str, Any], run: str, poll_interval_s: float) -> dict
 
 def unpublished_asked(report: Mapping[str, Any], run: str) -> dict[str, float]:
     """Per delta version, the numbers between its keyframe and it that were never
-    published: what the watcher's manifest prefetch asks for in vain (median)."""
+    published: what the watcher's manifest prefetch may ask for in vain, once each
+    (median)."""
     versions = report["versions"][run]
     published = {v["version"] for v in versions}
     counts = []
@@ -379,6 +380,7 @@ def planner_8b(density: float) -> dict[str, Any]:
             "workers_needed": row.workers_needed,
             "egress_usd_per_publication": row.egress_usd_per_publication,
             "total_usd_per_step": row.total_usd_per_step,
+            "shipped": row.shipped,
         }
         for row in plan.by_topology
     }

@@ -280,11 +280,15 @@ def _reference_8b(b: dict[str, Any]) -> None:
     for row in b["rows"].values():  # every row the recommendation may name, as it names them
         egress = f"${row['egress_usd_per_publication']:,.2f}/pub"
         cost = f"${row['total_usd_per_step']:,.2f}/step"
+        label = row["label"] if row["shipped"] else f"{row['label']} *"
         print(
-            f"  {row['label']:<21} payload {row['payload_gb']:7.2f} GB  T_bcast "
+            f"  {label:<21} payload {row['payload_gb']:7.2f} GB  T_bcast "
             f"{row['t_bcast_s']:7.0f} s  egress {egress:>11}  {cost:>12}  "
             f"workers {row['workers_needed'] or 'infeasible'}"
         )
+    unshipped = [row["label"] for row in b["rows"].values() if not row["shipped"]]
+    if unshipped:
+        print(f"  * {', '.join(unshipped)}: modelled, not shipped by wanrl-s3; for comparison")
     print(f"  recommendation: {b['reason']} (prices as of {b['prices_as_of']})")
 
 

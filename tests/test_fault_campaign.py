@@ -1,7 +1,9 @@
 """The fast part of the fault campaign (benchmarks/faults.py --quick): every counter is 0.
 
 Every injected fault kind, publisher and worker kills, racing publishers, each
-tampering (signed or not, as the seed picks), full disks (a tmpfs; skipped, not
+tampering (signed or not, as the seed picks), the relay over each tampering of
+its primary, signing publishers over bases their readers do not trust, another
+run's version planted under a running worker, full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted), fuzzed arguments, and the hostile
 cases (a LATEST expiring under a worker, oversized payload objects, a junk
 manifest, a blocked node share, hostile local files and planner input), all
@@ -46,6 +48,10 @@ def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
         assert kinds[kind]["count"] >= 1, kind
     tampered = {k.split(":")[1] for k in kinds if k.startswith("tamper:")}
     assert tampered >= set(faults.Campaign.TAMPERINGS) | {"worker_latest"}
+    relayed = {k.split(":")[1] for k in kinds if k.startswith("relay:")}
+    assert relayed == set(faults.Campaign.RELAY_TAMPERINGS) | {"cross_run"}
+    for kind in ("untrusted_base:bucket_writer", "untrusted_base:revoked", "cross_run"):
+        assert kinds[kind]["count"] >= 1, kind
     assert sum(k["faults"] for k in kinds.values()) >= 10  # the proxy really injected
     if "full_disk" not in kinds:
         assert any("mount" in note for note in report["notes"]), report["notes"]

@@ -139,12 +139,24 @@ def test_help_prints_and_exits_0(
 
 
 def test_only_commands_that_check_signatures_take_a_verify_key() -> None:
-    """publish and gc check no signature: a --verify-key there would be ignored, so it is
-    refused as unknown; the readers say what they refuse."""
+    """gc and doctor check no signature: a --verify-key there would be ignored, so it is
+    refused as unknown; the readers say what they refuse, publish which delta base it
+    trusts, the relay which versions it copies."""
     takes = {
         command.split()[-1]
         for command, parser in _commands()
         for action in parser._actions
         if "--verify-key" in action.option_strings
     }
-    assert takes == {"pull", "inspect", "status", "worker"}
+    assert takes == {"pull", "inspect", "status", "worker", "publish", "relay"}
+
+
+def test_only_commands_that_read_versions_take_a_run() -> None:
+    """--run picks the run a reader follows; publish, gc and doctor follow none."""
+    takes = {
+        command.split()[-1]
+        for command, parser in _commands()
+        for action in parser._actions
+        if "--run" in action.option_strings
+    }
+    assert takes == {"pull", "inspect", "status", "worker", "relay"}

@@ -74,3 +74,20 @@ def test_relay_once_exits_after_one_pass(
     for replica in regions.replicas:
         with Subscriber(replica.store()) as sub:
             assert sub.versions() == [4] and same(sub.fetch().tensors, model(3))
+
+
+def test_relay_once_refuses_an_unsigned_primary_with_a_key_in_one_line(
+    s3_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    regions = three_regions(s3_endpoint, "copy")
+    Publisher(regions.store("use1"), SMALL).publish(model(3), 1)  # unsigned
+    path = write_regions(tmp_path / "regions.toml", regions)
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    capsys.readouterr()
+    argv = ["relay", "--regions", str(path), "--once", "--verify-key", str(tmp_path / "k.pub.pem")]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    final = [line for line in err.strip().splitlines() if " wanrl-s3 relay: " not in line]
+    assert len(final) == 1 and "not signed" in final[0], err
+    for replica in regions.replicas:
+        assert replica.store().list("") == []  # nothing relayed

@@ -252,9 +252,13 @@ def test_the_report_explains_the_idle_line_and_names_what_it_recommends(
     assert "learner idle (one learner" in out and "    why: the workers generate" in out
     reference = out[out.index("planner at the reference 8B point") :]
     table, reason = reference.split("  recommendation: ", 1)
-    shown = [line[2:23].rstrip() for line in table.splitlines()[1:]]
+    rows = [line for line in table.splitlines()[1:] if not line.startswith("  * ")]
+    shown = [line[2:23].rstrip().removesuffix(" *") for line in rows]
     named = [label for label in LABELS.values() if label in reason.split(" (prices")[0]]
     assert named and set(named) <= set(shown)
+    starred = [line[2:23].rstrip() for line in rows if line[2:23].rstrip().endswith(" *")]
+    assert starred == ["star *", "peer chain *"]  # modelled, not shipped: said, not ranked
+    assert "  * star, peer chain: modelled, not shipped by wanrl-s3" in reference
 
 
 def test_a_run_whose_versions_never_reached_90_percent_or_whose_probe_failed_reports(

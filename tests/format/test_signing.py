@@ -73,7 +73,13 @@ def test_cli_keygen_sign_and_verify(tmp_path: Path, capsys) -> None:
         )
         == 0
     )
-    assert main(["publish", str(src), "--store", url, "--version", "2"]) == 0
+    capsys.readouterr()
+    # an unsigned publication onto the signed run: refused, one line naming the flag
+    assert main(["publish", str(src), "--store", url, "--version", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--signing-key" in err and "--unsigned" in err and "\n" not in err
+    assert open_store(url).exists(layout.manifest_key(2)) is False  # nothing was uploaded
+    assert main(["publish", str(src), "--store", url, "--version", "2", "--unsigned"]) == 0
     out = str(tmp_path / "o.safetensors")
     verify = ["--verify-key", str(tmp_path / "trainer.pub.pem")]
     assert main(["pull", "--store", url, "--version", "1", "--out", out, *verify]) == 0
@@ -81,3 +87,100 @@ def test_cli_keygen_sign_and_verify(tmp_path: Path, capsys) -> None:
     assert main(["pull", "--store", url, "--version", "2", "--out", out, *verify]) == 3
     assert "not signed" in capsys.readouterr().err
     assert main(["keygen", "--out", str(key)]) == 2  # never overwrites a key
+
+
+def test_keygen_and_inspect_say_who_signed_what(tmp_path: Path, capsys) -> None:
+    """keygen prints the key id that inspect shows for each version and for LATEST, and
+    that refusals name."""
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    out = capsys.readouterr().out
+    key_id = out.strip().rsplit("key id ", 1)[1]
+    assert len(key_id) == 16
+    url = f"file://{tmp_path}/s"
+    store = open_store(url)
+    Publisher(store, PublishConfig(delta="never"), run_id="run-a").publish(
+        {"w": np.ones(2, np.float32)}, 1
+    )
+    src = write_file(tmp_path / "m.safetensors", {"w": np.ones(2, np.float32)})
+    sign = ["--signing-key", str(tmp_path / "k.pem")]
+    assert main(["publish", str(src), "--store", url, "--version", "2", *sign]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "--store", url, "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert [r["signed_by"] for r in listing["versions"]] == [None, key_id]
+    assert [r["run"] for r in listing["versions"]] == ["run-a", "run-a"]  # one run throughout
+    assert listing["latest_pointer"]["signed_by"] == key_id
+    assert listing["latest_pointer"]["expires_at"] is not None
+    assert main(["inspect", "--store", url]) == 0
+    table = capsys.readouterr().out
+    assert f"{key_id}" in table and "unsigned" in table and f"signed by {key_id}" in table
+    assert main(["inspect", "--store", url, "--version", "2"]) == 0
+    assert f"signed by key {key_id}" in capsys.readouterr().out
+    other = tmp_path / "other"
+    assert main(["keygen", "--out", str(other)]) == 0
+    capsys.readouterr()
+    verify = ["--verify-key", f"{other}.pub.pem"]
+    assert (
+        main(["pull", "--store", url, "--version", "2", "--out", str(tmp_path / "o"), *verify]) == 3
+    )
+    assert key_id in capsys.readouterr().err  # the refusal names the same id
+
+
+def _signed_versions(tmp_path: Path) -> tuple[str, list[bytes]]:
+    """Two versions, v1 signed by key a, v2 by key b; their public PEMs."""
+    url = f"file://{tmp_path}/s"
+    store = open_store(url)
+    publics = []
+    for v in (1, 2):
+        private, public = generate_keypair()
+        publics.append(public)
+        Publisher(store, PublishConfig(delta="never"), signer=Signer(private)).publish(
+            {"w": np.full(4, v, np.float32)}, v
+        )
+    return url, publics
+
+
+def test_a_keyring_file_is_reloaded_when_it_changes(tmp_path: Path) -> None:
+    """Rotation and revocation reach a running reader without a restart; a keyring that
+    cannot be read refuses everything until it is fixed."""
+    url, (a, b) = _signed_versions(tmp_path)
+    keyring = tmp_path / "keyring.pem"
+    keyring.write_bytes(b"# a, the old key\n" + a)
+    verifier = Verifier.from_file(keyring)
+    with Subscriber(open_store(url), verifier=verifier) as sub:
+        assert sub.fetch(1).version == 1
+        with pytest.raises(SignatureError, match="unknown key"):
+            sub.fetch(2)
+        keyring.write_bytes(a + b"# b, the new key\n" + b)  # rotation: b trusted too
+        assert sub.fetch(2).version == 2
+        keyring.write_bytes(b)  # a revoked: its version, though cached, is refused
+        with pytest.raises(SignatureError, match="unknown key"):
+            sub.fetch(1)
+        assert sub.fetch(2).version == 2
+        keyring.write_bytes(b"-----BEGIN PUBLIC KEY-----\nhalf a fi")  # a bad write
+        with pytest.raises(SignatureError, match="cannot be used"):
+            sub.fetch(2)
+        keyring.unlink()
+        with pytest.raises(SignatureError, match="cannot be used"):
+            sub.fetch(2)
+        keyring.write_bytes(b)
+        assert sub.fetch(2).version == 2
+    assert verifier.generation == 5
+
+
+def test_pull_with_run_refuses_another_runs_planted_version(tmp_path: Path, capsys) -> None:
+    assert main(["keygen", "--out", str(tmp_path / "k")]) == 0
+    signer, verify = Signer.from_file(tmp_path / "k.pem"), ["--verify-key", f"{tmp_path}/k.pub.pem"]
+    ours, theirs = open_store(f"file://{tmp_path}/ours"), open_store(f"file://{tmp_path}/theirs")
+    Publisher(ours, run_id="exp-1", signer=signer).publish({"w": np.ones(4, np.float32)}, 1)
+    Publisher(theirs, run_id="exp-2", signer=signer).publish({"w": np.zeros(4, np.float32)}, 2)
+    for info in theirs.list(""):  # their keyframe and their LATEST, copied into our prefix
+        ours.put_bytes(info.key, theirs.get_bytes(info.key))
+    out = str(tmp_path / "o.safetensors")
+    capsys.readouterr()
+    argv = ["pull", "--store", f"file://{tmp_path}/ours", "--out", out, *verify]
+    assert main([*argv, "--run", "exp-1"]) == 3
+    err = capsys.readouterr().err.strip()
+    assert "belongs to run 'exp-2'" in err and "\n" not in err and not Path(out).exists()
+    assert main([*argv, "--run", "exp-1", "--version", "1"]) == 0  # its own version still pulls
+    assert main([*argv, "--run", "../x"]) == 2

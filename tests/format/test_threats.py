@@ -111,21 +111,29 @@ def test_a_replayed_older_manifest_is_not_a_newer_version(pair) -> None:  # type
 
 
 def test_a_signed_delta_for_another_runs_base_is_refused(pair) -> None:  # type: ignore[no-untyped-def]
+    """Refused twice over: it belongs to another run, and it pins another base. The second
+    holds even for a delta of this very run made against another base (a racing publisher
+    of the run, say)."""
     signer, verifier = pair
-    ours, theirs = _store(), _store()
+    ours = _store()
     _publish(ours, signer, 1)
     rng = np.random.default_rng(7)
     other = {"w": rng.standard_normal(4096).astype(ml_dtypes.bfloat16)}
-    pub = Publisher(theirs, PublishConfig(delta="always"), signer=signer)
-    pub.publish(other, 1)
-    pub.publish(nudge_state(other, 0.02, seed=1), 2)
-    for info in theirs.list(layout.version_dir(2)):
-        ours.put_bytes(info.key, theirs.get_bytes(info.key))
-    with (
-        Subscriber(ours, verifier=verifier) as sub,
-        pytest.raises(ManifestError, match="is not the one"),
-    ):
-        sub.fetch(2)
+    for same_run in (False, True):
+        theirs = _store()
+        pub = Publisher(theirs, PublishConfig(delta="always"), signer=signer)
+        pub.publish(other, 1)
+        if same_run:  # their versions name our run: only the base pin tells them apart
+            pub.origin_run_id = Latest.from_json(ours.get_bytes(layout.LATEST_KEY)).origin_run_id
+        pub.publish(nudge_state(other, 0.02, seed=1), 2)
+        for info in theirs.list(layout.version_dir(2)):
+            ours.put_bytes(info.key, theirs.get_bytes(info.key))
+        needle = "is not the one" if same_run else "belongs to run"
+        with (
+            Subscriber(ours, verifier=verifier) as sub,
+            pytest.raises(VerificationError, match=needle),
+        ):
+            sub.fetch(2)
 
 
 def test_key_rotation_with_a_keyring(tmp_path: Path) -> None:
@@ -146,3 +154,90 @@ def test_key_rotation_with_a_keyring(tmp_path: Path) -> None:
         assert sub.fetch(2).version == 2
         with pytest.raises(SignatureError, match="unknown key"):
             sub.fetch(1)
+
+
+def _plant(ours: ObjectStore, theirs: ObjectStore, version: int) -> bytes:
+    """Copy their version ``version`` and their LATEST into our prefix; our LATEST before."""
+    before = ours.get_bytes(layout.LATEST_KEY)
+    for info in theirs.list(layout.version_dir(version) + "/"):
+        ours.put_bytes(info.key, theirs.get_bytes(info.key))
+    ours.put_bytes(layout.LATEST_KEY, theirs.get_bytes(layout.LATEST_KEY))
+    return before
+
+
+def _unplant(ours: ObjectStore, version: int, latest: bytes) -> None:
+    ours.delete([info.key for info in ours.list(layout.version_dir(version) + "/")])
+    ours.put_bytes(layout.LATEST_KEY, latest)
+
+
+def _other_run(signer: Signer, versions: int) -> ObjectStore:
+    """Another run signed with the same key: its newest version a keyframe."""
+    theirs = _store()
+    rng = np.random.default_rng(99)
+    pub = Publisher(theirs, PublishConfig(delta="never"), signer=signer)
+    for v in range(1, versions + 1):
+        pub.publish({"w": rng.standard_normal(4096).astype(ml_dtypes.bfloat16)}, v)
+    return theirs
+
+
+def test_another_runs_signed_version_is_refused_and_the_worker_recovers_at_once(pair) -> None:  # type: ignore[no-untyped-def]
+    """Runs that share a key: their genuine keyframe and LATEST, planted in our prefix, are
+    not installed, set no floor, and our next version installs as soon as it is there."""
+    from wanrl_s3 import Watcher
+
+    signer, verifier = pair
+    ours, theirs = _store(), _other_run(signer, 3)
+    _publish(ours, signer, 2)
+    with Subscriber(ours, verifier=verifier) as sub:
+        w = Watcher(sub)
+        assert w.poll_once().version == 2 and w.fetch_once()  # type: ignore[union-attr]
+        assert w.install().version == 2  # type: ignore[union-attr]
+        good = _plant(ours, theirs, 3)
+        with pytest.raises(VerificationError, match=r"belongs to run .* this reader follows run"):
+            w.poll_once()
+        assert not w.fetch_once() and w.ready_version is None  # nothing of theirs fetched
+        _unplant(ours, 3, good)
+        state = {"w": np.random.default_rng(3).standard_normal(4096).astype(ml_dtypes.bfloat16)}
+        Publisher(ours, PublishConfig(delta="never"), signer=signer).publish(state, 3)
+        assert w.poll_once().version == 3 and w.fetch_once()  # type: ignore[union-attr]
+        result = w.install()
+        assert result is not None and result.version == 3
+        assert w.sub.fetch(3).tensors["w"].tobytes() == state["w"].tobytes()
+
+
+def test_a_reader_told_the_run_refuses_another_run_at_first_contact(pair) -> None:  # type: ignore[no-untyped-def]
+    signer, verifier = pair
+    ours, theirs = _store(), _other_run(signer, 3)
+    _publish(ours, signer, 2)
+    run = Latest.from_json(ours.get_bytes(layout.LATEST_KEY)).origin_run_id
+    assert run is not None
+    good = _plant(ours, theirs, 3)
+    with Subscriber(ours, verifier=verifier, run=run) as sub:
+        with pytest.raises(VerificationError, match="belongs to run"):
+            sub.fetch("latest")
+        with pytest.raises(VerificationError, match="belongs to run"):
+            sub.fetch(3)  # by number too
+    _unplant(ours, 3, good)
+    with Subscriber(ours, verifier=verifier, run=run) as sub:
+        assert sub.fetch("latest").version == 2
+
+
+def test_every_publisher_of_a_run_keeps_its_first_run_id(pair) -> None:  # type: ignore[no-untyped-def]
+    """A restarted publisher (another run id), with or without resume, after LATEST was
+    damaged or deleted, stays in the run that its readers follow."""
+    signer, _ = pair
+    store = _store()
+    _publish(store, signer, 1)
+    first = Latest.from_json(store.get_bytes(layout.LATEST_KEY))
+    state = {"w": np.ones(8, np.float32)}
+    for v, damage in ((2, None), (3, b"{not json"), (4, "delete")):
+        if damage == "delete":
+            store.delete([layout.LATEST_KEY])
+        elif damage is not None:
+            store.put_bytes(layout.LATEST_KEY, damage)
+        Publisher(store, PublishConfig(delta="never"), signer=signer).publish(state, v)
+        pointer = Latest.from_json(store.get_bytes(layout.LATEST_KEY))
+        assert pointer.run_id != first.run_id  # a new process, a new run id
+        assert pointer.origin_run_id == first.origin_run_id == first.run_id
+        with Subscriber(store) as sub:
+            assert sub.manifest(v).origin_run_id == first.run_id

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from tests.metrics.scrape import metrics_url, scrape_until, value
 from tests.regions.support import SMALL, model, nudge, three_regions, write_regions
-from wanrl_s3.format import layout
 from wanrl_s3.publish.publisher import Publisher
 
 R = "wanrl_s3_relay_"
@@ -44,14 +43,15 @@ def test_a_running_relay_exports_each_regions_version_its_copies_and_a_conflict(
         for region in ("euw1", "apne1"):
             assert value(s, R + "versions_behind", region=region) == 0
             assert value(s, R + "copy_seconds_count", region=region) == 1
-            # one moto service: every object copied server-side, all of the version's bytes
+            # one S3 service: every object copied server-side, all of the version's bytes
             copied = value(s, R + "copied_bytes_total", region=region, how="server_side")
             assert copied == first.stored_bytes > 0
         assert (value(s, R + "poll_seconds_count") or 0) >= 1
         assert value(s, R + "last_error_age_seconds") is None
 
-        # something else published a v2 into euw1: the relay refuses to overwrite it
-        regions.store("euw1").put_bytes(layout.manifest_key(2), b'{"not": "the primary\'s"}')
+        # another publisher committed a valid v2 of its own into euw1: the relay refuses to
+        # overwrite it (a damaged copy, by contrast, it would repair)
+        Publisher(regions.store("euw1"), SMALL).publish(nudge(model(7), 2), 2)
         pub.publish(nudge(state, 2), 2)
         s = scrape_until(
             url,

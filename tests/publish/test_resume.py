@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -116,3 +117,59 @@ def test_a_damaged_newest_version_makes_the_next_publication_a_keyframe(
     assert restarted.publish(nudge_state(v2, 0.01, seed=3), 3).kind == "full"
     with Subscriber(store) as sub:
         assert sub.fetch("latest").version == 3
+
+
+def test_a_signing_publisher_adopts_only_a_base_its_readers_trust() -> None:
+    """The newest version signed by a key the readers do not trust (some bucket writer's, or
+    a revoked one) is no delta base: the next publication is a keyframe, and the readers
+    take it. A base signed by a key still in the keyring (rotation) stays a delta base."""
+    from wanrl_s3.format.signing import Signer, Verifier, generate_keypair
+
+    old_private, old_public = generate_keypair()
+    new_private, new_public = generate_keypair()
+    writer = Signer(generate_keypair()[0])  # a key some bucket writer holds
+    v1 = _policy()
+    v2, v3 = nudge_state(v1, 0.01, seed=2), nudge_state(v1, 0.01, seed=3)
+    # no keyring: the publisher trusts its own key; a keyring: its keys (old one revoked)
+    for keyring in (None, Verifier([new_public]), Verifier([old_public, new_public])):
+        store = open_store(f"memory://{uuid.uuid4().hex}")
+        Publisher(store, CONFIG, signer=Signer(old_private)).publish(v1, 1)
+        Publisher(store, CONFIG, signer=writer).publish(v2, 2)
+        restarted = Publisher(store, CONFIG, signer=Signer(new_private))
+        point = resume(restarted, verifier=keyring)
+        assert restarted.publish(v3, 3).kind == "full"
+        assert point is not None and not point.adopted
+        with Subscriber(store, verifier=keyring or Verifier([new_public])) as sub:
+            assert sub.fetch("latest").version == 3
+    store = open_store(f"memory://{uuid.uuid4().hex}")  # a rotation: the old key still trusted
+    Publisher(store, CONFIG, signer=Signer(old_private)).publish(v1, 1)
+    restarted = Publisher(store, CONFIG, signer=Signer(new_private))
+    point = resume(restarted, verifier=Verifier([old_public, new_public]))
+    assert point is not None and point.adopted
+    assert restarted.publish(v3, 2).base_version == 1
+    with Subscriber(store, verifier=Verifier([old_public, new_public])) as sub:
+        assert sub.fetch("latest").version == 2
+
+
+def test_cli_publish_takes_the_readers_keyring_for_its_base(tmp_path: Path) -> None:
+    """`publish --verify-key`: a base signed by a key the keyring lacks (revoked) makes a
+    keyframe; one signed by a key it holds (a rotation) a delta."""
+    from wanrl_s3.cli import main
+    from wanrl_s3.format.signing import Signer
+    from wanrl_s3.io.safetensors_file import write_file
+
+    for name in ("trainer", "old"):
+        assert main(["keygen", "--out", str(tmp_path / name)]) == 0
+    both = tmp_path / "both.pem"
+    both.write_bytes(b"".join((tmp_path / f"{n}.pub.pem").read_bytes() for n in ("old", "trainer")))
+    v1 = _policy()
+    v2 = write_file(tmp_path / "v2.safetensors", nudge_state(v1, 0.01, seed=2))
+    for keyring, kind in ((tmp_path / "trainer.pub.pem", "full"), (both, "delta")):
+        url = f"file://{tmp_path}/{kind}"
+        store = open_store(url)
+        Publisher(store, CONFIG, signer=Signer.from_file(tmp_path / "old.pem")).publish(v1, 1)
+        sign = ["--signing-key", str(tmp_path / "trainer.pem"), "--verify-key", str(keyring)]
+        argv = ["publish", str(v2), "--store", url, "--version", "2", *sign]
+        assert main(argv) == 0
+        with Subscriber(store) as sub:
+            assert sub.manifest(2).kind == kind

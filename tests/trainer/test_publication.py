@@ -32,6 +32,8 @@ from wanrl_s3 import (
     VersionPublisher,
 )
 from wanrl_s3.errors import PublicationFailedError, StoreError, UsageError, WanrlError
+from wanrl_s3.format import layout
+from wanrl_s3.format.signing import Signer, Verifier, generate_keypair
 from wanrl_s3.store import FakeClock, ObjectStore, open_store
 
 BAD = {"x" * 2000: np.zeros(2, np.float32)}  # a name no manifest may hold: fatal, not an outage
@@ -205,6 +207,57 @@ def test_a_restarted_trainer_resumes_and_skips_what_the_store_holds() -> None:
     done = restarted.submit(gen(weights), 6).result(60).result
     assert done is not None and (done.kind, done.base_version) == ("delta", 5)
     assert restarted.close() and pulled(store, 6) == expected(weights)
+
+
+def test_an_unsigned_trainer_is_refused_a_signed_run_unless_it_allows_it() -> None:
+    """Readers that verify would refuse every unsigned version: fatal at the first
+    publication, nothing published; ``allow_unsigned`` says it is meant."""
+    store = memory()
+    Publisher(store, signer=Signer(generate_keypair()[0])).publish(model(big=10), 0)
+    trainer = TrainerPublisher(Publisher(store), background=False)
+    with pytest.raises(UsageError, match=r"holds a signed run .*allow_unsigned"):
+        trainer.submit(model(big=10), 1)
+    assert not store.exists(layout.manifest_key(1))
+    allowed = TrainerPublisher(Publisher(store), background=False, allow_unsigned=True)
+    assert allowed.submit(model(big=10), 1).result().published
+
+
+def test_only_the_committing_rank_needs_the_signer_of_a_signed_run() -> None:
+    store = memory()
+    signer = Signer(generate_keypair()[0])
+    Publisher(store, signer=signer).publish(model(big=10), 0)
+    ranks = [
+        ShardedPublisher(store, rank=r, ranks=2, run_id="two", signer=signer if r == 0 else None)
+        for r in (0, 1)
+    ]
+    trainers = [TrainerPublisher(p) for p in ranks]
+    futures = [t.submit(model(big=100), 1) for t in trainers]
+    assert all(f.result(60).published for f in futures)
+    with Subscriber(store, verifier=signer.verifier()) as sub:
+        assert sub.manifest(1).signature is not None
+    assert all(t.close() for t in trainers)
+
+
+def test_a_restarted_trainer_resumes_from_a_base_the_readers_keyring_trusts(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A rotated key: the old key's versions are a delta base only while the readers'
+    keyring (``verifier``) still holds the old key; the new key alone trusts none."""
+    caplog.set_level(logging.INFO, logger="wanrl_s3")
+    (old, old_pub), (new, new_pub) = generate_keypair(), generate_keypair()
+    weights = model(big=1000)
+    for keyring, kind in ((None, "full"), (Verifier([old_pub, new_pub]), "delta")):
+        store = memory()
+        TrainerPublisher(Publisher(store, signer=Signer(old)), background=False).submit(weights, 0)
+        restarted = TrainerPublisher(
+            Publisher(store, signer=Signer(new)), background=False, verifier=keyring
+        )
+        step(weights, 1)
+        done = restarted.submit(weights, 1).result().result
+        assert done is not None and done.kind == kind
+        with Subscriber(store, verifier=Verifier([old_pub, new_pub])) as sub:
+            assert digests(sub.fetch(1).to_torch()) == digests(weights)
+    assert "the next publication is a keyframe (no base adopted)" in caplog.text
 
 
 def test_without_background_submit_publishes_before_it_returns() -> None:

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import UsageError
 from ..fetch.subscriber import Subscriber
 from ..format import layout
+from ..format.manifest import RUN_ID_RE
 from ..format.manifests import Manifests
 from ..format.signing import Verifier
 from ..regions.config import RegionsConfig
@@ -62,6 +63,15 @@ version_number = _number_type(
 )
 
 
+def run_arg(text: str) -> str:
+    """``--run``: a run id as manifests write it."""
+    if not RUN_ID_RE.match(text):
+        raise argparse.ArgumentTypeError(
+            f"expected a run id (1-128 letters, digits, '.', '_' or '-'), got {text!r}"
+        )
+    return text
+
+
 def version_arg(text: str) -> int | str:
     """``--version``: a version number (ASCII digits) or ``latest``."""
     if text == "latest":
@@ -109,10 +119,15 @@ STORE_URLS = (
 
 
 def add_store_args(
-    parser: argparse.ArgumentParser, *, required: bool = True, verify: str | None = None
+    parser: argparse.ArgumentParser,
+    *,
+    required: bool = True,
+    verify: str | None = None,
+    reader: bool = True,
 ) -> None:
     """``--store`` and the flags that reach it; ``verify``: what ``--verify-key`` does in
-    this command, or None for a command that checks no signature (then it has no such flag)."""
+    this command, or None for a command that checks no signature (then it has no such flag);
+    ``reader``: also ``--run`` (the run to follow), for a command that reads versions."""
     g = parser.add_argument_group("store")
     either = "" if required else " (this or --regions FILE)"
     g.add_argument(
@@ -139,8 +154,19 @@ def add_store_args(
             metavar="PUBLIC.pem",
             default=None,
             action=OnceKeyring,
-            help=f"an Ed25519 public key, or a keyring file of several (`wanrl-s3 keygen`): "
-            f"{verify} (default: signatures not checked)",
+            help="an Ed25519 public key, or a keyring file of several (`wanrl-s3 keygen`): "
+            + verify
+            + ("" if "(default:" in verify else " (default: signatures not checked)"),
+        )
+    if reader:
+        g.add_argument(
+            "--run",
+            metavar="RUN_ID",
+            default=None,
+            type=run_arg,
+            help="read only versions of this run (the run id of its first version; `inspect` "
+            "shows it) and refuse any other run's, even the first time (default: with "
+            "--verify-key, the run of the first LATEST read; without, any run)",
         )
     g.add_argument(
         "--s3-region",
@@ -222,16 +248,26 @@ def open_from_args(args: argparse.Namespace, url: str | None = None) -> ObjectSt
 def subscriber_from_args(
     args: argparse.Namespace, store: ObjectStore | None = None, **kwargs: Any
 ) -> Subscriber:
-    return Subscriber(store or open_from_args(args), verifier=_verifier(args), **kwargs)
+    return Subscriber(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+        **kwargs,
+    )
 
 
 def manifests_from_args(args: argparse.Namespace, store: ObjectStore | None = None) -> Manifests:
     """The manifest reader of ``--store`` (signatures required with ``--verify-key``): for a
     command that reads manifests and no payload."""
-    return Manifests(store or open_from_args(args), verifier=_verifier(args))
+    return Manifests(
+        store or open_from_args(args),
+        verifier=verifier_from_args(args),
+        run=getattr(args, "run", None),
+    )
 
 
-def _verifier(args: argparse.Namespace) -> Verifier | None:
+def verifier_from_args(args: argparse.Namespace) -> Verifier | None:
+    """--verify-key's keyring, reloaded when its file changes; None without the flag."""
     key = getattr(args, "verify_key", None)  # absent where the command checks no signature
     return Verifier.from_file(key) if key else None
 

@@ -33,7 +33,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "doctor", help="check that a store keeps the guarantees publishing relies on",
         description=__doc__,
     )  # fmt: skip
-    add_store_args(p, verify=None)
+    add_store_args(p, verify=None, reader=False)
     p.add_argument("--json", action="store_true", help="print the findings as JSON")
     p.set_defaults(func=run)
 

@@ -21,7 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p = subparsers.add_parser(
         "gc", help="garbage-collect old versions and leftovers", description=__doc__
     )
-    add_store_args(p, required=False)
+    add_store_args(p, required=False, reader=False)
     add_regions_arg(
         p,
         "collect every region the publisher or relay writes (replicate mode: the primary "

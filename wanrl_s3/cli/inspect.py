@@ -1,4 +1,9 @@
-"""``wanrl-s3 inspect``: the versions in a store, or the tensors of one version."""
+"""``wanrl-s3 inspect``: the versions in a store, or the tensors of one version.
+
+Each version shows the run it belongs to and the key that signed it (the key id
+that ``keygen`` prints and that refusals name), and LATEST its own signer and
+expiry: who signed what is visible before any reader refuses it.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import argparse
 from typing import Any
 
 from ..errors import NotFoundError, VerificationError
-from ..format.manifest import Manifest
+from ..format.latest import Latest
+from ..format.manifest import Manifest, format_iso
 from ..format.manifests import Manifests
 from ..units import count
 from .common import add_store_args, emit_json, human_bytes, manifests_from_args, version_arg
@@ -47,6 +53,25 @@ def version_row(m: Manifest, latest: int | None) -> dict[str, Any]:
         "density": m.density,
         "created_at": m.to_dict()["created_at"],
         "run_id": m.run_id,
+        "run": m.origin_run_id or m.run_id,
+        "signed_by": signer_of(m.signature),
+    }
+
+
+def signer_of(signature: object) -> str | None:
+    """The key id a signature names (None: unsigned)."""
+    return signature.get("key_id") if isinstance(signature, dict) else None
+
+
+def latest_row(pointer: Latest | None) -> dict[str, Any] | None:
+    if pointer is None:
+        return None
+    expires = pointer.expires_at_s
+    return {
+        "version": pointer.version,
+        "run": pointer.origin_run_id or pointer.run_id,
+        "signed_by": signer_of(pointer.signature),
+        "expires_at": None if expires is None else format_iso(expires),
     }
 
 
@@ -71,14 +96,21 @@ def run(args: argparse.Namespace) -> int:
         return _show_version(manifests.get(manifests.resolve(args.version)), args.json)
     rows = [r for v in manifests.versions() if (r := _row(manifests, v, latest_v)) is not None]
     if args.json:
-        emit_json({"store": args.store, "latest": latest_v, "versions": rows})
+        emit_json(
+            {
+                "store": args.store,
+                "latest": latest_v,
+                "latest_pointer": latest_row(latest),
+                "versions": rows,
+            }
+        )
         return 0
     if not rows:
         print(f"no versions at {args.store}")
         return 0
     print(
         f"{'version':>9} {'kind':<5} {'base':>6} {'tensors':>7} {'raw':>11} {'stored':>11} "
-        f"{'density':>8}  created"
+        f"{'density':>8} {'signed by':<16}  {'run':<20} created"
     )
     for r in rows:
         if r["kind"] == UNREADABLE:
@@ -90,19 +122,30 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{r['version']:>8}{mark} {r['kind']:<5} {base:>6} {r['tensors']:>7} "
             f"{human_bytes(r['raw_bytes']):>11} {human_bytes(r['stored_bytes']):>11} "
-            f"{density:>8}  {r['created_at']}"
+            f"{density:>8} {r['signed_by'] or 'unsigned':<16}  {r['run']:<20} {r['created_at']}"
         )
-    print("* = LATEST")
+    print("* = LATEST" + _latest_line(latest_row(latest)))
     return 0
+
+
+def _latest_line(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return ""
+    if row["signed_by"] is None:
+        return " (unsigned)"
+    return f" (signed by {row['signed_by']}, expires {row['expires_at']})"
 
 
 def _show_version(m: Manifest, as_json: bool) -> int:
     if as_json:
         emit_json(m.to_dict())
         return 0
+    signer = signer_of(m.signature)
     print(
         f"version {m.version} ({m.kind}, base {m.base_version}, keyframe "
-        f"{m.keyframe_version}), run {m.run_id}, {count(len(m.tensors), 'tensor')}, "
+        f"{m.keyframe_version}), run {m.origin_run_id or m.run_id} (published as "
+        f"{m.run_id}), {'signed by key ' + signer if signer else 'unsigned'}, "
+        f"{count(len(m.tensors), 'tensor')}, "
         f"{human_bytes(m.raw_bytes)} raw, {human_bytes(m.stored_bytes)} stored"
     )
     for t in m.tensors:

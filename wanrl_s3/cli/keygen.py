@@ -1,4 +1,8 @@
-"""``wanrl-s3 keygen``: make an Ed25519 key pair for signing manifests."""
+"""``wanrl-s3 keygen``: make an Ed25519 key pair for signing manifests.
+
+It prints the new key's id: signatures, ``inspect`` and every refusal name keys
+by it.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import os
 from pathlib import Path
 
 from ..errors import LocalIOError, UsageError
-from ..format.signing import generate_keypair
+from ..format.signing import generate_keypair, key_id_of_pem
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -44,6 +48,6 @@ def run(args: argparse.Namespace) -> int:
         raise LocalIOError.wrap(f"cannot write the key pair {args.out}", exc) from exc
     print(
         f"wrote {private_path} (keep it with the publisher) and {public_path} "
-        "(give it to workers: --verify-key)"
+        f"(give it to workers: --verify-key); key id {key_id_of_pem(public)}"
     )
     return 0

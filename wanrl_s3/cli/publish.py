@@ -18,13 +18,13 @@ from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
 from ..format.layout import MAX_PAYLOAD_PREFIXES
-from ..format.signing import Signer
+from ..format.signing import Signer, Verifier
 from ..io.malloc import return_big_buffers
 from ..io.pages import release
 from ..io.safetensors_file import SafetensorsFile, read_source
 from ..io.source import StreamedSource
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
-from ..publish.resume import resume, resume_point
+from ..publish.resume import check_signing, resume, resume_point
 from ..publish.store_check import require_conditional_writes
 from ..store import ObjectStore
 from ..units import MiB, count
@@ -35,6 +35,7 @@ from .common import (
     human_bytes,
     positive_int,
     roles_from_args,
+    verifier_from_args,
     version_number,
 )
 from .held import tell
@@ -48,7 +49,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "publish", help="publish a version (full or delta)", description=__doc__
     )
     p.add_argument("src", metavar="SRC", help="a .safetensors file, or a folder of shards")
-    add_store_args(p, required=False)
+    add_store_args(
+        p,
+        required=False,
+        verify="the readers' keys; a delta goes out only against a base whose manifests, "
+        "back to its keyframe, one of them signed, else the version is a keyframe "
+        "(default: with --signing-key, that key alone; without, no base is refused)",
+        reader=False,
+    )
     add_regions_arg(p, "publish in its mode (fanout: every region; replicate, copy: the primary)")
     p.add_argument(
         "--version",
@@ -98,7 +106,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--signing-key",
         metavar="PRIVATE.pem",
         default=None,
-        help="sign the manifest with this Ed25519 key (see `wanrl-s3 keygen`)",
+        help="sign the manifest with this Ed25519 key (see `wanrl-s3 keygen`); with "
+        "--verify-key (the readers' keyring), the delta base must be signed by one of its "
+        "keys, else by this key, or the version goes out as a keyframe",
+    )
+    p.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="publish without --signing-key onto a run whose versions are signed (refused "
+        "otherwise: readers with --verify-key refuse an unsigned version)",
     )
     p.add_argument(
         "--part-mb", type=int, default=32, metavar="MiB", help="multipart upload part size, MiB"
@@ -135,6 +151,13 @@ def run(args: argparse.Namespace) -> int:
     for store in stores:  # before any write: refuse a store that ignores conditional writes
         require_conditional_writes(store)
     signer = Signer.from_file(args.signing_key) if args.signing_key else None
+    verifier = verifier_from_args(args)
+    check_signing(
+        stores[0],
+        signer is not None,
+        unsigned_ok=args.unsigned,
+        fix="pass --signing-key PRIVATE.pem, or --unsigned to publish unsigned anyway",
+    )
 
     def publisher() -> Publisher:
         return Publisher(stores, config, run_id=args.run_id, signer=signer, keep_base=False)
@@ -142,7 +165,11 @@ def run(args: argparse.Namespace) -> int:
     order = [name for f in files for name in f.specs]  # the order the publisher encodes in
     with Subscriber(stores[0]) as sub:
         pub = publisher()
-        base = _resume(pub, sub, args.base, order, args.version) if args.delta != "never" else None
+        base = (
+            _resume(pub, sub, args.base, order, args.version, verifier)
+            if args.delta != "never"
+            else None
+        )
         streamed = base if isinstance(base, StreamedBase) else None
         try:
             result = _publish(pub, files, base, args.version)
@@ -214,7 +241,12 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
 
 
 def _resume(
-    publisher: Publisher, sub: Subscriber, base_path: str | None, order: list[str], version: int
+    publisher: Publisher,
+    sub: Subscriber,
+    base_path: str | None,
+    order: list[str],
+    version: int,
+    verifier: Verifier | None,
 ) -> Mapping[str, np.ndarray] | None:
     """Continue from the store's newest version (verified), so a delta can go out.
 
@@ -228,13 +260,13 @@ def _resume(
     if base_path:
         local = local_snapshot(base_path, sub)
         if local is not None:
-            return _adopt(publisher, sub, local, version, f"--base {base_path}")
+            return _adopt(publisher, sub, local, version, f"--base {base_path}", verifier)
         tell(f"--base {base_path} holds no published version: used the newest one instead")
     for _ in range(RESUME_ATTEMPTS):
         point = resume_point(sub)
         base = None if point is None else _streamed(sub, point.version, order)
         try:
-            return _adopt(publisher, sub, base, version, None)
+            return _adopt(publisher, sub, base, version, None, verifier)
         except UsageError:
             newest = resume_point(sub)
             if base is None or newest is None or newest.version == base.version:
@@ -252,13 +284,18 @@ def _streamed(sub: Subscriber, version: int, order: list[str]) -> Snapshot:
 
 
 def _adopt(
-    publisher: Publisher, sub: Subscriber, base: Snapshot | None, version: int, named: str | None
+    publisher: Publisher,
+    sub: Subscriber,
+    base: Snapshot | None,
+    version: int,
+    named: str | None,
+    verifier: Verifier | None,
 ) -> Mapping[str, np.ndarray] | None:
     """resume() from ``base`` (``named`` is the flag that gave it, for a local file); what
     was adopted, if anything. A streamed base is closed when it is refused."""
     try:
         try:
-            point = resume(publisher, base=base, publishing=version)
+            point = resume(publisher, base=base, publishing=version, verifier=verifier)
         except UsageError as exc:
             raise UsageError(f"{named}: {exc}" if named else str(exc)) from exc
         except VerificationError as exc:  # only a local file can fail here (see resume)
@@ -271,6 +308,8 @@ def _adopt(
         raise
     if base is None or point is None:
         return None
-    # resume adopts no unsigned base for a publisher that signs: nothing to stream then
-    unsigned = publisher.signer is not None and sub.manifest(point.version).signature is None
-    return None if unsigned else base.tensors
+    if not point.adopted:  # a base the readers would not trust: the version is a keyframe
+        if isinstance(base.tensors, StreamedBase):
+            base.tensors.close()
+        return None
+    return base.tensors

@@ -2,12 +2,17 @@
 
 Reads the regions file (its mode must be ``copy``), watches the primary's
 LATEST and commits each new version in every replica: payload objects
-(server-side within one S3 service, else streamed), then the manifest, then
-LATEST, forwards only. One log line per version and region. Run one relay per
-run, with the publisher's credentials; SIGTERM or Ctrl-C stops it cleanly.
-With ``--metrics-port PORT`` it serves Prometheus metrics (docs/operations.md,
-"Metrics"): each region's version and lag, bytes and seconds per version
-relayed, failures by region and kind, last error age, poll latency.
+(server-side within one S3 service, else streamed), read back and checked
+against the manifest's hashes, then the manifest, then LATEST, forwards only.
+A copy that does not verify is refused (one log line naming the version and
+region; ``--once`` then exits 3) and tried again on the next pass, and a replica
+whose copy differs from the primary's is repaired. With ``--verify-key`` only
+versions signed by a trusted key, of one run, are relayed. One log line per
+version and region. Run one relay per run, with the publisher's credentials;
+SIGTERM or Ctrl-C stops it cleanly. With ``--metrics-port PORT`` it serves
+Prometheus metrics (docs/operations.md, "Metrics"): each region's version and
+lag, bytes and seconds per version relayed, failures by region and kind, last
+error age, poll latency.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ..metrics.relay import RelayMetrics
 from ..regions.config import RegionsConfig, load_regions
 from ..regions.relay import Relay, RelayConfig
 from ..regions.relay_observer import IGNORE, RelayObserver
+from .common import OnceKeyring, run_arg, verifier_from_args
 from .metrics_args import add_metrics_args, metrics_from_args
 
 log = logging.getLogger("wanrl_s3.regions.relay")
@@ -46,6 +52,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="seconds between two looks at the primary's LATEST",
     )
     p.add_argument("--concurrency", type=int, default=8, metavar="N", help="objects copied at once")
+    p.add_argument(
+        "--verify-key",
+        metavar="PUBLIC.pem",
+        default=None,
+        action=OnceKeyring,
+        help="relay only versions (and a LATEST) signed by this Ed25519 public key, or by "
+        "one of the keys of this keyring file (reloaded when it changes)",
+    )
+    p.add_argument(
+        "--run",
+        metavar="RUN_ID",
+        default=None,
+        type=run_arg,
+        help="relay only this run (the run id of its first version) (default: with "
+        "--verify-key, the run the replicas' signed LATEST names, else the primary's LATEST's; "
+        "without, any run)",
+    )
     p.add_argument(
         "--once",
         action="store_true",
@@ -81,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
 def _relay(
     args: argparse.Namespace, regions: RegionsConfig, config: RelayConfig, observer: RelayObserver
 ) -> None:
-    with Relay.from_regions(regions, config, observer=observer) as relay:
+    verifier = verifier_from_args(args)
+    with Relay.from_regions(
+        regions, config, observer=observer, verifier=verifier, run=args.run
+    ) as relay:
         log.info(
             "relaying %s (%s) to %s",
             regions.primary,

@@ -96,7 +96,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         p,
         required=False,
         verify="install only versions signed by one of these keys: an unsigned or forged "
-        "one is refused (logged, retried; nothing installed)",
+        "one is refused (logged, retried; nothing installed); a changed file is reloaded "
+        "at the next read",
     )
     add_regions_arg(p, "read from one of its regions")
     add_region_arg(p, "a label recorded in the status object")

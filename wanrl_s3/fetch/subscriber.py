@@ -121,9 +121,11 @@ class Subscriber:
         verifier: Any = None,
         manifest_cache: int = 256,
         window_bytes: int = WINDOW_BYTES,
+        run: str | None = None,
     ) -> None:
         """``window_bytes`` bounds the coded and delta payload held while a version streams
-        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone."""
+        in (:mod:`wanrl_s3.fetch.stream`); a single tensor bigger than that is held alone.
+        ``run``: read only versions of this run (see :class:`Manifests`)."""
         require_int("concurrency", concurrency)
         require_int("range_bytes", range_bytes)
         require_int("window_bytes", window_bytes)
@@ -141,7 +143,7 @@ class Subscriber:
         self._meta_pool = ThreadPoolExecutor(8, thread_name_prefix="wanrl-meta")
         # every manifest and LATEST this subscriber reads: bounded, pinned, cached, and LATEST
         # never followed backwards (the manifest owner, wanrl_s3.format.manifests)
-        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache)
+        self.manifests = Manifests(store, verifier=verifier, cache_size=manifest_cache, run=run)
         # Version numbers below a committed delta that were found unpublished: the claim
         # rule (a version must be newer than the newest) means they never appear later,
         # so the prefetch asks for each once, not again before every delta.

@@ -56,6 +56,7 @@ from .manifest import (
     format_iso,
     load_bounded_json,
     parse_iso,
+    parse_origin,
     parse_signature,
 )
 
@@ -74,6 +75,7 @@ _FIELDS = (
     "schema_version",
     "version",
     "run_id",
+    "origin_run_id",
     "kind",
     "keyframe_version",
     "manifest",
@@ -96,6 +98,7 @@ class Latest:
     manifest_hash: str | None = None  # the named manifest's digest (absent in older stores)
     expires_at_s: float | None = None  # signed pointers only: refuse it after this time
     signature: Mapping[str, str] | None = None
+    origin_run_id: str | None = None  # the run the version belongs to (see Manifest)
 
     def signing_bytes(self) -> bytes:
         """The canonical pointer without its signature: what the signature covers."""
@@ -116,6 +119,7 @@ class Latest:
             "schema_version": SCHEMA_VERSION,
             "version": self.version,
             "run_id": self.run_id,
+            **({"origin_run_id": self.origin_run_id} if self.origin_run_id else {}),
             "kind": self.kind,
             "keyframe_version": self.keyframe_version,
             "manifest": layout.manifest_key(self.version),
@@ -153,6 +157,7 @@ class Latest:
             ),
             expires_at_s=expires,
             signature=parse_signature(f),
+            origin_run_id=parse_origin(f),
         )
 
     @classmethod
@@ -172,6 +177,7 @@ class Latest:
             published_at_s=now_s,
             manifest_hash=manifest.digest,
             expires_at_s=None if expires_in_s is None else now_s + expires_in_s,
+            origin_run_id=manifest.origin_run_id,
         )
 
 
@@ -283,6 +289,32 @@ def advance(
     )
 
 
+def restore(store: ObjectStore, pointer: Latest, attempts: int = 20) -> bool:
+    """Make LATEST exactly ``pointer`` unless it names a newer version; True if it is now.
+
+    The relay's commit in a replica: the primary's pointer (signed, if it is),
+    moved forwards like :func:`advance`, and also put back in place of a pointer
+    for the same version that differs (edited, or copied from a primary since
+    repaired), which :func:`advance` takes as already done. By compare-and-swap.
+    """
+    data = pointer.to_json()
+    for _ in range(attempts):
+        blob = get_or_none(store, layout.LATEST_KEY)
+        if blob is not None and blob.data == data:
+            return True
+        current, etag = committed_version(store) if blob is not None else (-1, None)
+        if current > pointer.version:
+            return False
+        try:
+            compare_and_swap(store, layout.LATEST_KEY, etag, data)
+            return True
+        except PreconditionFailedError:
+            continue  # moved under us, or our own write whose response was lost: re-read
+    raise StoreError(
+        f"could not set LATEST to v{pointer.version} at {store.url} after {attempts} attempts"
+    )
+
+
 def _names(store: ObjectStore, pointer: Latest) -> bool:
     try:
         found = read(store)
@@ -299,4 +331,5 @@ __all__ = [
     "committed_version",
     "poll",
     "read",
+    "restore",
 ]

@@ -112,6 +112,9 @@ class Manifest:
     signature: Mapping[str, str] | None = None
     # delta only: the digest of the base version's manifest (the integrity chain)
     base_manifest_hash: str | None = None
+    # the run the version belongs to: the run_id of the run's first version, kept by every
+    # later publisher of the run (absent in manifests written before runs were bound)
+    origin_run_id: str | None = None
     # The canonical bytes of the manifest as it was read, what its signature covers.
     read_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
@@ -176,6 +179,7 @@ class Manifest:
             "keyframe_version": self.keyframe_version,
             "hash_algorithm": hashing.ALGORITHM,
             **({"base_manifest_hash": self.base_manifest_hash} if self.base_manifest_hash else {}),
+            **({"origin_run_id": self.origin_run_id} if self.origin_run_id else {}),
             "metadata": dict(self.metadata),
             "objects": [o.to_dict() for o in self.objects],
             "tensors": [_tensor_dict(t) for t in self.tensors],
@@ -376,6 +380,7 @@ _TOP_FIELDS = (
     "base_manifest_hash",
     "schema_version",
     "run_id",
+    "origin_run_id",
     "version",
     "created_at",
     "kind",
@@ -443,7 +448,13 @@ def _parse_manifest(f: Fields) -> Manifest:
         metadata=_parse_str_map(f, "metadata") or {},
         signature=parse_signature(f),
         base_manifest_hash=_parse_digest(f, "base_manifest_hash", kind == "delta"),
+        origin_run_id=parse_origin(f),
     )
+
+
+def parse_origin(f: Fields) -> str | None:
+    """The optional ``origin_run_id`` (a manifest's, or LATEST's): a run id, or absent."""
+    return None if f.raw.get("origin_run_id") is None else f.get_str("origin_run_id", RUN_ID_RE)
 
 
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")

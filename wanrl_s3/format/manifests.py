@@ -24,6 +24,15 @@ probe, sharded publishing, retention, the fleet estimate, ``inspect`` and
 - **Never backwards**: once this reader has followed a LATEST (read the manifest
   it names), a LATEST naming an older version is refused, a rollback, until a
   newer version appears. A pointer to a version that never appears sets no floor.
+- **One run**: a reader follows one run (``origin_run_id``, the run id of the
+  run's first version, which every signed manifest and LATEST carry): the one
+  it is given, or, when it requires signatures, the run of the first LATEST it
+  follows. A version of another run (another run's genuine signed version copied
+  into this prefix, when runs share a key) is refused and sets no floor, so the
+  reader takes the next version of its own run as soon as it appears.
+- **Rechecked**: a cached manifest is checked again against pins learnt since, the
+  run, and a reloaded keyring (a key revoked since it was cached); one that fails
+  is read again, so a store repaired since is followed at once.
 - **The claim rule**: a new version must be newer than the newest committed one
   (:func:`require_newer`) and its manifest must not exist yet
   (:func:`check_claimable`). The publisher and resume both ask here; the claim
@@ -39,7 +48,7 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -87,6 +96,54 @@ def check_claimable(store: ObjectStore, version: int) -> None:
     require_newer(version, newest, store.url)
     if store.exists(layout.manifest_key(version)):
         raise VersionConflictError(f"version {version} already exists at {store.url}")
+
+
+RUN_SCAN = 16  # versions looked at, newest first, for a store whose LATEST tells no run
+
+
+def run_of(store: ObjectStore, trust: Verifier | None = None) -> str | None:
+    """The run ``store``'s versions belong to, for a publisher that continues it.
+
+    LATEST's run, else the run of the newest of the last :data:`RUN_SCAN`
+    manifests: a corrupt or deleted pointer must not start a new run that every
+    reader of the old one refuses. With ``trust`` (the keys the readers trust),
+    a pointer or manifest those keys signed comes first, so that a version some
+    bucket writer signed with another key cannot move the run elsewhere; when
+    none is trusted (the publisher's key was just rotated), the newest
+    untrusted one still tells the run. A version that names no run (written
+    before runs were bound) counts as the run of its own ``run_id``. None for a
+    store with no version: the publisher starts the run.
+    """
+    try:
+        pointer = latest_pointer.read(store)
+    except ManifestError as exc:
+        log.info("LATEST at %s tells no run (%s): looking at the newest manifests", store.url, exc)
+        pointer = None
+    if pointer is not None and _trusted(trust, pointer.signing_bytes(), pointer.signature):
+        return pointer.origin_run_id or pointer.run_id
+    manifests = Manifests(store)
+    readable: list[Manifest] = []
+    for version in reversed(manifests.versions()[-RUN_SCAN:]):
+        try:
+            m = manifests.get(version)
+        except (ManifestError, NotFoundError):
+            continue
+        if _trusted(trust, m.signing_bytes(), m.signature):
+            return m.origin_run_id or m.run_id
+        readable.append(m)
+    if pointer is not None:
+        return pointer.origin_run_id or pointer.run_id
+    return (readable[0].origin_run_id or readable[0].run_id) if readable else None
+
+
+def _trusted(trust: Verifier | None, data: bytes, sig: Mapping[str, str] | None) -> bool:
+    if trust is None:
+        return True
+    try:
+        trust.verify_bytes(data, sig, "run")
+    except SignatureError:
+        return False
+    return True
 
 
 # -- reading ------------------------------------------------------------------------
@@ -148,6 +205,7 @@ def safe_lookup(lookup: Callable[[int], Manifest]) -> Callable[[int], Manifest]:
 class _Read:
     manifest: Manifest
     data: bytes | None  # as stored, when the reader keeps bytes (the relay copies them)
+    keyring: int = 0  # the verifier's generation its signature was checked under
 
 
 class Manifests:
@@ -155,7 +213,10 @@ class Manifests:
 
     ``verifier``: require signed manifests and a signed, unexpired LATEST.
     ``keep_bytes``: keep each manifest's stored bytes too (:meth:`stored_bytes`),
-    for a caller that copies them byte for byte.
+    for a caller that copies them byte for byte. ``run``: follow only this run
+    (an ``origin_run_id``); refuse versions of any other, and versions that name
+    no run. Without it, a reader that requires signatures follows the run of the
+    first LATEST it reads.
     """
 
     def __init__(
@@ -165,9 +226,11 @@ class Manifests:
         verifier: Verifier | None = None,
         cache_size: int = 256,
         keep_bytes: bool = False,
+        run: str | None = None,
     ) -> None:
         self.store = store
         self.verifier = verifier
+        self._run, self._run_given = run, run is not None
         self._cache_size = require_int("cache_size", cache_size, minimum=0)
         self._keep_bytes = keep_bytes
         self._cache: OrderedDict[int, _Read] = OrderedDict()
@@ -208,17 +271,37 @@ class Manifests:
             return None
         if self.verifier is not None:
             latest_pointer.check_signed(pointer, self.verifier)
+        self._check_run(pointer.origin_run_id, f"LATEST (v{pointer.version})")
         with self._lock:
             if pointer.version < self._newest_followed:
                 raise VerificationError(
                     f"LATEST at {self.store.url} moved backwards from v{self._newest_followed} "
                     f"to v{pointer.version}: a rollback, not followed"
                 )
+            if self._run is None and self.verifier is not None:
+                self._run = pointer.origin_run_id  # the run this reader follows from now on
             self._latest_named = pointer.version
             self._latest_checked = pointer
             if pointer.manifest_hash is not None:
                 self._latest_pin = (pointer.version, pointer.manifest_hash)
         return pointer
+
+    @property
+    def run(self) -> str | None:
+        """The run this reader follows (None: not yet known, or any run)."""
+        return self._run
+
+    def _check_run(self, origin: str | None, where: str) -> None:
+        """Refuse what belongs to another run than the one this reader follows."""
+        run = self._run
+        if run is None or origin == run or (origin is None and not self._run_given):
+            return  # a version that names no run predates runs: bound by nothing to check
+        raise VerificationError(
+            f"{where} at {self.store.url} "
+            + ("names no run" if origin is None else f"belongs to run {origin!r}")
+            + f", but this reader follows run {run!r}: another run's version (copied into "
+            "this prefix, or two runs sharing it), not followed"
+        )
 
     def resolve(self, version: int | str | None) -> int:
         """A version number: ``version`` itself, or LATEST's for None or ``"latest"``."""
@@ -302,8 +385,12 @@ class Manifests:
             if cached is not None:
                 self._cache.move_to_end(version)
         if cached is not None:
-            self._check_pins(cached.manifest)
-            return cached
+            try:
+                return self._recheck(cached)
+            except (ManifestError, SignatureError, VerificationError) as exc:
+                log.info("cached manifest of version %d: %s; reading it again", version, exc)
+                with self._lock:
+                    self._cache.pop(version, None)
         entry = self._read(version)
         with self._lock:
             self._cache[version] = entry
@@ -327,10 +414,10 @@ class Manifests:
                 raise NotFoundError(f"version {version} does not exist at {self.store.url}")
             try:
                 m = Manifest.from_json(data, expect_version=version)
-                if self.verifier is not None:
-                    self.verifier.verify(m)
+                keyring = self._verify(m)
+                self._check_run(m.origin_run_id, f"version {version}")
                 self._check_pins(m)
-                return _Read(m, data if self._keep_bytes else None)
+                return _Read(m, data if self._keep_bytes else None, keyring)
             except (ManifestError, SignatureError, VerificationError) as exc:
                 if attempt:
                     raise
@@ -338,6 +425,26 @@ class Manifests:
                 self.store.distrust(layout.manifest_key(version), str(exc))
                 source = self.store
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _verify(self, m: Manifest) -> int:
+        """Check ``m``'s signature, if required; the keyring generation it was checked under."""
+        if self.verifier is None:
+            return 0
+        keyring = self.verifier.refresh()
+        self.verifier.verify(m)
+        return keyring
+
+    def _recheck(self, entry: _Read) -> _Read:
+        """A cached manifest, checked against what changed since it was read."""
+        m = entry.manifest
+        if self.verifier is not None and entry.keyring != self.verifier.refresh():
+            entry = _Read(m, entry.data, self._verify(m))  # the keyring was reloaded
+            with self._lock:
+                if m.version in self._cache:
+                    self._cache[m.version] = entry
+        self._check_run(m.origin_run_id, f"version {m.version}")
+        self._check_pins(m)
+        return entry
 
     def _check_pins(self, m: Manifest) -> None:
         """Refuse a manifest whose digest is not the one LATEST or the next delta names;
@@ -365,5 +472,6 @@ __all__ = [
     "read_bounded",
     "read_stored",
     "require_newer",
+    "run_of",
     "safe_lookup",
 ]

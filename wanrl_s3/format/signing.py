@@ -12,7 +12,9 @@ Needs the ``cryptography`` package (``pip install 'wanrl-s3[sign]'``).
 from __future__ import annotations
 
 import base64
+import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from . import hashing
 from .manifest import Manifest
 
 ALG = "ed25519"
+log = logging.getLogger(__name__)
 
 
 def _crypto() -> Any:
@@ -55,6 +58,11 @@ def _read(path: str | os.PathLike[str], what: str) -> bytes:
         raise UsageError(f"cannot read {what} {path}: {exc.strerror}") from exc
 
 
+def key_id_of_pem(public_pem: bytes) -> str:
+    """The id of the public key in ``public_pem`` (what ``keygen`` prints)."""
+    return next(iter(_load_keys([public_pem], None)))
+
+
 def key_id_of(public_key: Any) -> str:
     """A key's id: the first 16 hex digits of BLAKE3 over its raw public bytes."""
     serialization, _ = _crypto()
@@ -77,6 +85,17 @@ class Signer:
     def from_file(cls, path: str | os.PathLike[str]) -> Signer:
         return cls(_read(path, "signing key"))
 
+    def verifier(self) -> Verifier:
+        """A verifier that trusts this key alone (a publisher given no keyring)."""
+        serialization, _ = _crypto()
+        return Verifier(
+            [
+                self._key.public_key().public_bytes(
+                    serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+                )
+            ]
+        )
+
     def sign(self, data: bytes) -> dict[str, str]:
         return {
             "alg": ALG,
@@ -86,19 +105,23 @@ class Signer:
 
 
 class Verifier:
-    """Accepts manifests (and LATEST) signed by any of the given keys; refuses all others."""
+    """Accepts manifests (and LATEST) signed by any of the given keys; refuses all others.
 
-    def __init__(self, public_pems: Iterable[bytes]) -> None:
-        serialization, ed25519 = _crypto()
-        self._keys = {}
-        for i, pem in enumerate(public_pems):
-            try:
-                key = serialization.load_pem_public_key(pem)
-            except ValueError as exc:
-                raise UsageError(f"public key #{i + 1} is not a PEM public key") from exc
-            if not isinstance(key, ed25519.Ed25519PublicKey):
-                raise UsageError(f"public key #{i + 1} is not an Ed25519 key")
-            self._keys[key_id_of(key)] = key
+    Made :meth:`from_file`, it follows its keyring file: each check first looks
+    at the file's identity (inode, size, modification time; one ``stat``) and
+    reloads the keys when it changed, so rotating a key in or revoking one takes
+    effect at a running worker's next poll, without a restart. A keyring that
+    cannot be read or holds no key refuses everything until it is fixed (a
+    half-written file must not keep trusting a key that was just revoked).
+    """
+
+    def __init__(self, public_pems: Iterable[bytes], *, path: str | None = None) -> None:
+        self._keys = _load_keys(public_pems, path)
+        self._path = path
+        self._stamp = None if path is None else _stamp(path)
+        self._broken: str | None = None  # why the keyring file cannot be used, while it cannot
+        self._lock = threading.Lock()
+        self.generation = 0  # bumped on each reload: verdicts from before it are stale
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Verifier:
@@ -106,12 +129,9 @@ class Verifier:
 
         Several keys are how a key is rotated: trust old and new while versions
         signed by both are retained; revoking a key is removing it from the file.
+        Text outside the PEM blocks (a comment naming each key) is ignored.
         """
-        data = _read(path, "public key")
-        pems = [b"-----BEGIN" + part for part in data.split(b"-----BEGIN")[1:]]
-        if not pems:
-            raise UsageError(f"{path} holds no PEM public key (wanrl-s3 keygen makes one)")
-        return cls(pems)
+        return cls(_pems(_read(path, "public key"), str(path)), path=str(path))
 
     def verify(self, manifest: Manifest) -> None:
         """Refuse ``manifest`` unless one of the trusted keys signed it."""
@@ -121,14 +141,90 @@ class Verifier:
 
     def verify_bytes(self, data: bytes, sig: Mapping[str, str] | None, where: str) -> None:
         """Refuse ``data`` unless ``sig`` is a valid signature of it by a trusted key."""
+        keys = self._current()
         if not sig:
             raise SignatureError(f"{where} is not signed, and signatures are required")
         if sig.get("alg") != ALG:
             raise SignatureError(f"{where} is signed with {sig.get('alg')!r}, expected {ALG}")
-        key = self._keys.get(sig.get("key_id", ""))
+        key = keys.get(sig.get("key_id", ""))
         if key is None:
             raise SignatureError(f"{where} is signed by unknown key {sig.get('key_id')!r}")
         try:
             key.verify(base64.b64decode(sig.get("value", ""), validate=True), data)
         except Exception as exc:  # InvalidSignature, or undecodable base64
             raise SignatureError(f"{where} has a forged or corrupt signature") from exc
+
+    def refresh(self) -> int:
+        """Reload the keyring if its file changed; the generation of the keys now in force.
+
+        A verdict reached under an older generation is stale: a caller that keeps
+        verified manifests checks them again (a key may have been revoked since).
+        """
+        if self._path is not None:
+            with self._lock:
+                stamp = _stamp(self._path)
+                if stamp != self._stamp:
+                    self._stamp = stamp
+                    self._reload(self._path)
+        return self.generation
+
+    def _current(self) -> dict[str, Any]:
+        """The trusted keys, reloaded first when the keyring file changed."""
+        self.refresh()
+        with self._lock:
+            if self._broken is not None:
+                raise SignatureError(
+                    f"the keyring {self._path} cannot be used ({self._broken}): every version "
+                    "is refused until it holds the trusted public keys again"
+                )
+            return self._keys
+
+    def _reload(self, path: str) -> None:
+        """Read the changed keyring (lock held); a bad one refuses everything until fixed."""
+        try:
+            keys = _load_keys(_pems(_read(path, "public key"), path), path)
+        except UsageError as exc:
+            self._broken, self._keys = str(exc), {}
+            log.error("keyring %s changed and cannot be used: %s", path, exc)
+        else:
+            was = set(self._keys)
+            self._broken, self._keys = None, keys
+            log.info(
+                "keyring %s reloaded: %d keys (added %s, removed %s)",
+                path,
+                len(keys),
+                ", ".join(sorted(set(keys) - was)) or "none",
+                ", ".join(sorted(was - set(keys))) or "none",
+            )
+        self.generation += 1
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    """What tells a changed file: inode, size, modification time (None: unreadable)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _pems(data: bytes, path: str) -> list[bytes]:
+    pems = [b"-----BEGIN" + part for part in data.split(b"-----BEGIN")[1:]]
+    if not pems:
+        raise UsageError(f"{path} holds no PEM public key (wanrl-s3 keygen makes one)")
+    return pems
+
+
+def _load_keys(public_pems: Iterable[bytes], path: str | None) -> dict[str, Any]:
+    serialization, ed25519 = _crypto()
+    keys = {}
+    where = "" if path is None else f" in {path}"
+    for i, pem in enumerate(public_pems):
+        try:
+            key = serialization.load_pem_public_key(pem)
+        except ValueError as exc:
+            raise UsageError(f"public key #{i + 1}{where} is not a PEM public key") from exc
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            raise UsageError(f"public key #{i + 1}{where} is not an Ed25519 key")
+        keys[key_id_of(key)] = key
+    return keys

@@ -32,7 +32,7 @@ import functools
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,7 @@ from ..errors import (
 )
 from ..format import dtypes, hashing, latest, layout
 from ..format.manifest import Manifest, ObjectRef, TensorEntry, check_tensor
-from ..format.manifests import check_claimable, read_stored
+from ..format.manifests import check_claimable, read_stored, run_of
 from ..io.tensors import StateDict, byte_view, is_torch, iter_items, to_numpy
 from ..store import ObjectStore
 from ..units import MiB, require_int, require_positive
@@ -207,13 +207,29 @@ class Publisher:
         """``store``: one store, or several that each get every version (the first is the
         primary). ``keep_base=False`` holds no copy of the published bits (a one-shot publish).
         """
-        self._writer = VersionWriter(store, config, signer=signer, keep_base=keep_base)
+        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+        self._writer = VersionWriter(
+            store, config, run_id=self.run_id, signer=signer, keep_base=keep_base
+        )
         self.stores = self._writer.stores
         self.store = self.stores[0]
         self.keep_base = keep_base
         self.config = self._writer.config
-        self.run_id = run_id or f"run-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
         self.signer = signer
+
+    @property
+    def origin_run_id(self) -> str | None:
+        """The run this publisher's versions belong to (None: learnt at the next publication).
+
+        Every manifest and LATEST names it, and readers follow one run: the store's
+        run, else this publisher's own ``run_id``. :func:`~wanrl_s3.publish.resume.resume`
+        sets it to the run of the version it continues from.
+        """
+        return self._writer.origin_run_id
+
+    @origin_run_id.setter
+    def origin_run_id(self, run: str | None) -> None:
+        self._writer.origin_run_id = run
 
     @property
     def rank(self) -> int:
@@ -283,7 +299,7 @@ class Publisher:
                 draft.writer.delete_objects()
                 draft = steps.write(iter_items(dict(source)), version, None, held)
                 manifest = draft.manifest(self.run_id, version, metadata or {})
-        manifest = steps.sign(manifest.validate())
+        manifest = steps.seal(manifest)
         steps.commit(manifest, (draft.writer.publish_id,), draft.writer.delete_objects)
         moved = steps.advance(manifest)
         if held is not None:
@@ -296,10 +312,11 @@ class VersionWriter:
     """The steps of one publication, which Publisher and ShardedPublisher share.
 
     Check that a version is claimable, encode tensors against the held delta base
-    and upload them, sign the manifest, create it only if absent, move LATEST,
-    and hold the committed bits as the next base. :class:`Publisher` runs the
-    steps for a whole version; ``ShardedPublisher`` runs them for one rank's share
-    and commits the merged shares with the same :meth:`commit` and :meth:`advance`.
+    and upload them, seal the manifest (bind it to the run, validate and sign it),
+    create it only if absent, move LATEST, and hold the committed bits as the next
+    base. :class:`Publisher` runs the steps for a whole version; ``ShardedPublisher``
+    runs them for one rank's share and commits the merged shares with the same
+    :meth:`seal`, :meth:`commit` and :meth:`advance`.
     Not thread-safe: one publication at a time.
     """
 
@@ -308,20 +325,26 @@ class VersionWriter:
         store: ObjectStore | Sequence[ObjectStore],
         config: PublishConfig | None = None,
         *,
+        run_id: str,
         signer: Any = None,
         keep_base: bool = True,
         rank: int = 0,
     ) -> None:
-        """``rank``: the publishing rank whose share this writes (0 of 1 for a whole
+        """``run_id``: the run a store with no version yet starts (see :attr:`origin_run_id`).
+        ``rank``: the publishing rank whose share this writes (0 of 1 for a whole
         version); the ranks of one version start their payload on different prefixes."""
         self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
         if not self.stores:
             raise UsageError("a Publisher needs at least one store")
         self.store = self.stores[0]
         self.config = config or PublishConfig()
+        self.run_id = run_id
         self.signer = signer
         self.keep_base = keep_base
         self.rank = rank
+        # the run the versions belong to (every manifest and LATEST names it, readers follow
+        # one run): the store's, learnt at the first publication, or ``run_id``
+        self.origin_run_id: str | None = None
         self._base: DeltaBase | None = None
 
     def hold(self, base: DeltaBase) -> None:
@@ -332,11 +355,16 @@ class VersionWriter:
     def begin(self, version: int) -> tuple[DeltaBase | None, dict[str, np.ndarray] | None]:
         """Check ``version`` is claimable; the delta base, and the dict the new bits go into.
 
-        The held bits change in place while encoding, so the base is forgotten until
-        :meth:`keep` restores it after a commit (a failed publish leaves no base).
+        The first publication learns the run (:attr:`origin_run_id`) from the store:
+        with a signer, a version its own key signed tells it first. The held bits
+        change in place while encoding, so the base is forgotten until :meth:`keep`
+        restores it after a commit (a failed publish leaves no base).
         """
         layout.check_version(version)
         self._check_claimable(version)
+        if self.origin_run_id is None:
+            trust = None if self.signer is None else self.signer.verifier()
+            self.origin_run_id = run_of(self.store, trust) or self.run_id
         base = self._delta_base(version)
         prior, self._base = self._base, None
         if not self._keeps_base:
@@ -490,7 +518,11 @@ class VersionWriter:
             self.signer
         )
 
-    def sign(self, manifest: Manifest) -> Manifest:
+    def seal(self, manifest: Manifest) -> Manifest:
+        """``manifest`` bound to the run, checked by the strict reader, and signed."""
+        return self._sign(replace(manifest, origin_run_id=self.origin_run_id).validate())
+
+    def _sign(self, manifest: Manifest) -> Manifest:
         if self.signer is None:
             return manifest
         return manifest.with_signature(self.signer.sign(manifest.signing_bytes()))

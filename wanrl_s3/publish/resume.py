@@ -5,8 +5,17 @@ keyframe for every version just because this process has never published: the
 store already holds the last version's bits. :func:`resume` adopts them
 (verified, from the store or from a local copy the caller names) as the
 publisher's delta base, so the next publication is a delta again, and says which
-version a new publication must be newer than. The CLI's ``publish`` and the verl
-trainer side both resume through here.
+version a new publication must be newer than. The CLI's ``publish`` and the
+trainer core (:class:`~wanrl_s3.TrainerPublisher`, which the verl adapter drives)
+both resume through here.
+
+A base is adopted only if the readers will trust it: a publisher that signs,
+or is given the readers' keyring, adopts a newest version only when every
+manifest of its chain is signed by a key it trusts (the keyring, else its own
+key). Otherwise (unsigned, a revoked key, a key some bucket writer holds) the
+next publication is a keyframe, so no verifying reader ever needs a base it
+refuses. The publisher also carries on the adopted version's run
+(``origin_run_id``), the run every reader of the store follows.
 
 Reading the store is the reader's job, so this module uses the Subscriber: the
 only place on the trainer side where data flows back from a store. Its
@@ -17,12 +26,15 @@ manifests, LATEST and the claim rule are the manifest owner's
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError, VerificationError
+from ..errors import ManifestError, SignatureError, UsageError, VerificationError
 from ..fetch.subscriber import Snapshot, Subscriber
-from ..format.manifests import require_newer
+from ..format import latest
+from ..format.manifest import Manifest
+from ..format.manifests import require_newer, run_of
+from ..store import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +52,8 @@ class ResumePoint:
     since_keyframe: int  # deltas between ``keyframe_version`` and ``version``
     run_id: str
     manifest_hash: str  # the newest manifest's digest, which the next delta pins
+    origin_run_id: str  # the run the store's versions belong to
+    adopted: bool = False  # whether resume took the version as the publisher's delta base
 
     @property
     def next_version(self) -> int:
@@ -60,6 +74,7 @@ def resume_point(sub: Subscriber) -> ResumePoint | None:
         since_keyframe=len(chain) - 1,
         run_id=manifest.run_id,
         manifest_hash=manifest.digest,
+        origin_run_id=manifest.origin_run_id or manifest.run_id,
     )
 
 
@@ -78,23 +93,30 @@ def resume(
 
     ``base``: a local copy of that version (a pulled file), checked against its
     manifest instead of downloading it; it must hold the newest version. Returns
-    None (and adopts nothing) when the store is empty. A publisher that signs
-    adopts no unsigned base, so its first publication is a keyframe. Every
-    adopted byte is verified against the manifest's hashes first.
+    None (and adopts nothing) when the store is empty. ``verifier``: the keys the
+    readers trust (a signing publisher's default: its own key); a version whose
+    chain they do not all sign is not adopted (``adopted`` is False), and the next
+    publication is a keyframe. Every adopted byte is verified against the
+    manifest's hashes first.
     """
-    with Subscriber(publisher.store, verifier=verifier) as sub:
+    with Subscriber(publisher.store) as sub:
         point = resume_point(sub)
         if point is None:
             if base is not None:
                 raise UsageError(f"the store {publisher.store.url} has no versions yet to resume")
             return None
-        if publisher.signer is not None and sub.manifests.get(point.version).signature is None:
-            log.info(
-                "v%d is not signed: the first signed publication goes out as a keyframe, "
-                "so that readers that require signatures never need an unsigned base",
+        trust = verifier or (None if publisher.signer is None else publisher.signer.verifier())
+        untrusted = _untrusted(sub.manifests.chain(point.version), trust)
+        if untrusted is not None:
+            publisher.origin_run_id = run_of(publisher.store, trust)
+            log.warning(
+                "v%d is not a base the readers trust (%s): the next publication is a "
+                "keyframe, so that no reader that requires signatures needs a base it refuses",
                 point.version,
+                untrusted,
             )
             return point
+        publisher.origin_run_id = point.origin_run_id
         if publishing is not None:
             require_newer(publishing, point.version, publisher.store.url)
         if base is not None and base.version != point.version:
@@ -120,7 +142,44 @@ def resume(
         borrow=base is not None,
         manifest_hash=point.manifest_hash,
     )
-    return point
+    return replace(point, adopted=True)
 
 
-__all__ = ["ResumePoint", "resume", "resume_point"]
+def _untrusted(chain: list[Manifest], trust: Verifier | None) -> str | None:
+    """Why readers that trust ``trust``'s keys would refuse ``chain`` as a base (None: they
+    would not). Without keys (a publisher that neither signs nor has the readers' keyring)
+    nothing is judged: its readers require no signature."""
+    if trust is None:
+        return None
+    try:
+        for m in chain:
+            trust.verify(m)
+    except SignatureError as exc:
+        return str(exc)
+    return None
+
+
+def check_signing(store: ObjectStore, signing: bool, *, unsigned_ok: bool, fix: str) -> None:
+    """Refuse an unsigned publication onto a run whose versions are signed.
+
+    Its verifying readers would refuse it and every version after it until the
+    next signed keyframe, each of them looping on "LATEST is not signed". A
+    caller that means it says so (``unsigned_ok``). ``fix``: how the caller's
+    user signs, or says so (the CLI's flags, the library's arguments). A corrupt
+    LATEST tells nothing.
+    """
+    if signing or unsigned_ok:
+        return
+    try:
+        pointer = latest.read(store)
+    except ManifestError:
+        return
+    if pointer is not None and pointer.signature is not None:
+        raise UsageError(
+            f"{store.url} holds a signed run (LATEST v{pointer.version} is signed by key "
+            f"{pointer.signature.get('key_id')}): {fix} (readers that verify signatures "
+            "will refuse an unsigned version)"
+        )
+
+
+__all__ = ["ResumePoint", "check_signing", "resume", "resume_point"]

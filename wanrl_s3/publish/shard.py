@@ -6,9 +6,10 @@ publisher's own steps (:class:`~wanrl_s3.publish.publisher.VersionWriter`: same
 payload objects, codecs and commit protocol), then posts a share record in the
 store (:mod:`~wanrl_s3.publish.share_record`). The committing rank waits for
 all R records, checks them (same run, version and base, disjoint names, same
-tensor stream, every object landed), merges them into one manifest, signs it if
-it has a signer, creates it only if absent and moves LATEST: the commit
-protocol of a single publisher, so a version is visible only when whole. The
+tensor stream, every object landed), merges them into one manifest, binds it to
+the store's run and signs it if it has a signer, creates it only if absent and
+moves LATEST: the commit protocol of a single publisher, so a version is visible
+only when whole. The
 other ranks wait for the manifest, check it holds their share, and return.
 
 Design choices, and why:
@@ -141,8 +142,7 @@ class ShardedPublisher:
             raise UsageError(
                 f"run_id must be 1-128 characters of letters, digits and '._-', got {run_id!r}"
             )
-        self._writer = VersionWriter(store, config, signer=signer, rank=rank)
-        self._run_id = run_id
+        self._writer = VersionWriter(store, config, run_id=run_id, signer=signer, rank=rank)
         self.clock = clock or SYSTEM_CLOCK
 
     @property
@@ -167,7 +167,7 @@ class ShardedPublisher:
 
     @property
     def run_id(self) -> str:
-        return self._run_id
+        return self._writer.run_id
 
     @property
     def config(self) -> PublishConfig:
@@ -302,7 +302,7 @@ class ShardedPublisher:
             records = meet.gather(own)
             manifest = merge(records, metadata=metadata, created_at_s=time.time())
             _check_landed(pub.stores, records)
-            manifest = pub.sign(manifest.validate())
+            manifest = pub.seal(manifest)
         except BaseException as exc:
             meet.abort(self._spec.rank, f"the committing rank gave up: {exc}")
             self._discard(records, pub.stores)

@@ -23,8 +23,11 @@ What stops the run, and what does not (one policy for every trainer):
 With ``background=False`` submit publishes before it returns, under the same
 policy, and raises a fatal error itself. At the first publication a
 :class:`~wanrl_s3.Publisher` continues from the store's newest version (a delta,
-not a keyframe). Given a :class:`~wanrl_s3.ShardedPublisher`, every rank makes
-the same calls; in ``balanced`` mode each rank's host copy holds its share only.
+not a keyframe, when the readers trust that version's chain), and a publisher
+with no signer is refused a store whose LATEST is signed (fatal, unless
+``allow_unsigned``): every reader that verifies would refuse what it publishes.
+Given a :class:`~wanrl_s3.ShardedPublisher`, every rank makes the same calls; in
+``balanced`` mode each rank's host copy holds its share only.
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from ..errors import PublicationFailedError, StoreError, UsageError, VersionConflictError
 from ..format import layout
 from ..io.tensors import StateDict, iter_items
 from ..publish.publisher import Publisher, PublishResult
-from ..publish.resume import resume
+from ..publish.resume import check_signing, resume
+from ..publish.shard import ShardedPublisher
 from ..store import SYSTEM_CLOCK, Clock
 from ..units import require_non_negative
 from .background import Background, PublicationFuture
@@ -49,6 +54,9 @@ from .host_copy import HostBuffers, cast_stream, check_publish_dtype
 from .observer import IGNORE, PublicationObserver
 from .protocol import VersionPublisher
 from .share import BalancedShare
+
+if TYPE_CHECKING:
+    from ..format.signing import Verifier
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +84,10 @@ class TrainerPublisher:
     ShardedPublisher). ``dtype``: "keep", or "bf16" to publish floating tensors in
     bf16. ``background=False``: submit publishes before it returns (no host copy).
     ``resume``: continue from the store's newest version at the first publication.
+    ``verifier``: the keys the readers trust (their ``--verify-key``): a Publisher
+    resumes as a delta only from a version whose chain one of them signed, else its
+    first version is a keyframe (default: its signer's own key; unsigned, any base).
+    ``allow_unsigned``: publish without a signer onto a store whose LATEST is signed.
     ``close_wait_s``: how long closing, or the interpreter's exit, waits for a
     publication in flight. ``clock``: what times the publications (tests: fake time).
     ``observer``: told how each publication ended (:class:`wanrl_s3.TrainerMetrics`).
@@ -88,6 +100,8 @@ class TrainerPublisher:
         dtype: str = "keep",
         background: bool = True,
         resume: bool = True,
+        verifier: Verifier | None = None,
+        allow_unsigned: bool = False,
         close_wait_s: float = 600.0,
         clock: Clock | None = None,
         observer: PublicationObserver = IGNORE,
@@ -104,7 +118,10 @@ class TrainerPublisher:
         wait_s = require_non_negative("close_wait_s", close_wait_s)
         self._background = Background(wait_s, self.clock) if background else None
         self._buffers = HostBuffers(self.dtype) if background else None
-        self._resume = resume  # still to do, at the first publication
+        self._resume = resume
+        self._verifier = verifier
+        self._allow_unsigned = allow_unsigned
+        self._started = False  # the first publication's checks (signing, resume) are done
         self._reached_store = False  # a publication went through (or found its version there)
         self._last: PublicationFuture[Publication] | None = None
         self._closed = False
@@ -202,9 +219,11 @@ class TrainerPublisher:
     ) -> Publication:
         start = self.clock.monotonic()
         try:
-            if self._resume:
-                self._resume = False
-                self._resume_from_store()
+            if not self._started:
+                self._started = True
+                self._check_signing()
+                if self._resume:
+                    self._resume_from_store()
             result = self.publisher.publish(tensors, version, metadata=metadata)
         except VersionConflictError as exc:
             self._reached_store = True
@@ -228,6 +247,20 @@ class TrainerPublisher:
         self._reached_store = True
         return Publication(version=version, seconds=self.clock.monotonic() - start, result=result)
 
+    def _check_signing(self) -> None:
+        """Refuse to publish unsigned onto a signed run (the rank that commits decides)."""
+        publisher = self.publisher
+        if isinstance(publisher, ShardedPublisher) and not publisher.is_committer:
+            return  # its shares are committed, and signed, by the committing rank
+        if not isinstance(publisher, Publisher | ShardedPublisher):
+            return  # another VersionPublisher: how it signs is its own
+        check_signing(
+            publisher.stores[0],
+            publisher.signer is not None,
+            unsigned_ok=self._allow_unsigned,
+            fix="give the publisher the run's signer, or allow_unsigned to publish unsigned anyway",
+        )
+
     def _resume_from_store(self) -> None:
         """Continue from the store's newest version: the first publication is a delta."""
         publisher = self.publisher
@@ -242,13 +275,14 @@ class TrainerPublisher:
                 type(publisher).__name__,
             )
             return
-        point = resume(publisher)
+        point = resume(publisher, verifier=self._verifier)
         if point is not None:
             self._reached_store = True
             log.info(
-                "wanrl_s3: resuming from v%d in %s: the next publication is a delta against it",
+                "wanrl_s3: resuming from v%d in %s: the next publication is a %s",
                 point.version,
                 self._where,
+                "delta against it" if point.adopted else "keyframe (no base adopted)",
             )
 
     @property

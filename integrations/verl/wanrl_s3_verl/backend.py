@@ -109,6 +109,9 @@ class TrainerSide:
         self.stores = settings.publish_stores()
         key = settings.signing_key if is_master else None  # the committing rank: the master
         self.signer = Signer.from_file(key) if key else None
+        # the rollout workers' keyring: the master resumes only from a base they trust
+        trusted = settings.verify_key if is_master else None
+        self.verifier = Verifier.from_file(trusted) if trusted else None
         self.config = PublishConfig(
             delta=settings.delta,
             keyframe_every=settings.keyframe_every,
@@ -123,6 +126,8 @@ class TrainerSide:
             publisher,
             dtype=self.settings.dtype,
             background=self.settings.background,
+            verifier=self.verifier,
+            allow_unsigned=self.settings.allow_unsigned,
             close_wait_s=self.settings.close_wait_s,
             observer=self.observer,
         )

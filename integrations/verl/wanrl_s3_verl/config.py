@@ -217,6 +217,9 @@ class EngineSettings(StoreSettings):
     worker_id: str = "verl"
     signing_key: str | None = None
     verify_key: str | None = None
+    # trainer: publish without signing_key onto a store whose LATEST is signed (refused
+    # otherwise: every rollout worker with verify_key would refuse the unsigned versions)
+    allow_unsigned: bool = False
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
     # rollout engines of one host download each version once, into this directory
     node_share_dir: str | None = None
@@ -258,6 +261,7 @@ class EngineSettings(StoreSettings):
         self._str("signing_key")
         self._str("verify_key")
         self._bool("background")
+        self._bool("allow_unsigned")
         self._bool("return_big_buffers")
         self._float("close_wait_s", 0.0, strict=False)
         self._choice("publish_ranks", PUBLISH_RANKS)

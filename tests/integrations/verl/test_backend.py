@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from tests.trainer.support import ChildProcess, delete_bucket
 from tests.trainer.weights import digests, gen, model, step
 from wanrl_s3 import VersionMap
 from wanrl_s3.errors import UsageError
+from wanrl_s3.format.signing import generate_keypair
 from wanrl_s3.store import open_store
 
 from .engines import MODULE, expected, new_engine, publish, send
@@ -139,6 +141,34 @@ def test_a_restarted_trainer_resumes_with_deltas(engine_kwargs: dict[str, Any]) 
     metrics = publish(restarted, weights, 3)
     assert metrics["wanrl_s3/published"] == 1.0 and metrics["wanrl_s3/is_delta"] == 1.0
     assert metrics["wanrl_s3/stored_bytes"] < 0.1 * metrics["wanrl_s3/raw_bytes"]
+
+
+def test_the_trainer_signs_or_says_so_and_resumes_from_what_verify_key_trusts(
+    tmp_path: Path,
+) -> None:
+    """``verify_key`` is the workers' keyring on the trainer too: after a key rotation the
+    old key's versions stay a delta base while the keyring holds the old key. A restart
+    that forgot ``signing_key`` is refused the signed run, unless ``allow_unsigned``."""
+    (old, old_pub), (new, new_pub) = generate_keypair(), generate_keypair()
+    for path, pem in (("old.pem", old), ("new.pem", new), ("both.pub.pem", old_pub + new_pub)):
+        (tmp_path / path).write_bytes(pem)
+    kwargs = {"store_url": f"memory://{uuid.uuid4().hex}", "background": False}
+    weights = model(big=1000)
+    send(new_engine(is_master=True, **kwargs, signing_key=str(tmp_path / "old.pem")), weights, 0)
+    forgot = new_engine(is_master=True, **kwargs)
+    with pytest.raises(UsageError, match="holds a signed run"):
+        send(forgot, weights, 1)
+    rotated = new_engine(
+        is_master=True,
+        **kwargs,
+        signing_key=str(tmp_path / "new.pem"),
+        verify_key=str(tmp_path / "both.pub.pem"),
+    )
+    step(weights, 1)
+    assert send(rotated, weights, 1)["wanrl_s3/is_delta"] == 1.0  # the new key alone: full
+    allowed = new_engine(is_master=True, **kwargs, allow_unsigned=True)
+    step(weights, 2)
+    assert send(allowed, weights, 2)["wanrl_s3/published"] == 1.0
 
 
 def test_rollout_engine_takes_verls_dictconfig_and_stops_cleanly(
