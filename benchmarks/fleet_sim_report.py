@@ -258,7 +258,8 @@ def planner(links: FleetLinks, cfg: SimConfig, prices: PriceBook, provider: str)
         for w in links.workers:
             by_region.setdefault(w.region, []).append(w.downlink_mbps)
         busiest = max(by_region.values(), key=len)
-        rates = read_rates(busiest, gb, cfg.watch.poll_interval_s, cdn=cfg.route == "cdn")
+        rates = read_rates(busiest, gb, cfg.watch.poll_interval_s, cdn=cfg.route == "cdn",
+                           payload_prefixes=cfg.payload_prefixes)  # fmt: skip
         result[kind]["peak_reads_per_s"] = rates.peak_per_s
     try:
         row = evaluate(inputs, prices, f"{prefix}_delta", len(links))

@@ -23,6 +23,12 @@ from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.store import open_store
 from wanrl_s3.units import MiB
 
+#: An 8.2B policy's 1 % deltas to 10,000 workers over three regions, polling every 10 s.
+TEN_THOUSAND = PlanInputs(
+    params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000, regions=3,
+    poll_interval_s=10.0,
+)  # fmt: skip
+
 
 def test_the_request_size_and_concurrency_are_the_readers() -> None:
     """The model counts the GETs the reader makes: buffered reads are cut at its window
@@ -72,10 +78,7 @@ def test_polls_per_month_and_their_bill() -> None:
 def test_over_the_limit_the_remedy_is_the_shortest_poll_interval_that_fits(
     prices: PriceBook,
 ) -> None:
-    inputs = PlanInputs(
-        params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000, regions=3,
-        poll_interval_s=10.0,
-    )  # fmt: skip
+    inputs = TEN_THOUSAND
     load = request_load(
         inputs, "object_storage_delta", 10_000, prices.provider("aws").request_limits
     )
@@ -143,10 +146,7 @@ def test_payload_prefixes_by_hand_for_a_uniform_bucket() -> None:
 def test_over_the_limit_the_remedy_names_the_fewest_payload_prefixes_that_fit(
     prices: PriceBook,
 ) -> None:
-    inputs = PlanInputs(
-        params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000, regions=3,
-        poll_interval_s=10.0,
-    )  # fmt: skip
+    inputs = TEN_THOUSAND
     limits = prices.provider("aws").request_limits
     downlinks = [100.0] * 3334
     for row, gb in (("object_storage_delta", inputs.delta_row_gb), ("object_storage_full",
