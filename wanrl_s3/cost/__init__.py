@@ -76,6 +76,7 @@ from .reads import READ_REQUEST_MB, payload_reads
 from .requests import (
     ReadRates,
     RequestLoad,
+    payload_prefixes_fit,
     polls_per_month,
     read_rates,
     request_load,
@@ -153,6 +154,7 @@ __all__ = [
     "parse_fleet",
     "parse_prices",
     "payload_gb",
+    "payload_prefixes_fit",
     "payload_reads",
     "polls_per_month",
     "read_rates",

@@ -209,21 +209,24 @@ def _fits_at_s(downlinks: list[float], payload_gb: float, inputs: PlanInputs, cd
     return math.ceil(hi * 10) / 10
 
 
-def _prefixes_fit(downlinks: list[float], payload_gb: float, inputs: PlanInputs, cdn: bool,
-                  limit: float) -> int | None:  # fmt: skip
-    """The fewest payload prefixes whose busiest prefix is under ``limit`` at the plan's
-    poll interval; None when even one per object leaves a prefix over it (the run's
-    prefix carries the polls, listings and manifests whatever K is)."""
+def payload_prefixes_fit(
+    downlinks_mbps: Sequence[float], payload_gb: float, poll_interval_s: float,
+    limit_per_s: float, cdn: bool = False,
+) -> int | None:  # fmt: skip
+    """The fewest payload prefixes whose busiest prefix (:func:`read_rates`) is under a
+    per-prefix ``limit_per_s``; None when even one per object leaves a prefix over it (the
+    run's prefix carries the polls, listings and manifests whatever K is)."""
+    require_positive("limit_per_s", limit_per_s)
     objects = math.ceil(payload_reads(payload_gb) / READS_PER_OBJECT)
 
     def peak(k: int) -> float:
-        rates = read_rates(downlinks, payload_gb, inputs.poll_interval_s, cdn, payload_prefixes=k)
+        rates = read_rates(downlinks_mbps, payload_gb, poll_interval_s, cdn, payload_prefixes=k)
         return rates.peak_per_s
 
     most = max(2, min(MAX_PAYLOAD_PREFIXES, objects))
-    if peak(most) > limit:
+    if peak(most) > limit_per_s:
         return None
-    return next(k for k in range(1, most + 1) if peak(k) <= limit)
+    return next(k for k in range(1, most + 1) if peak(k) <= limit_per_s)
 
 
 def request_load(
@@ -249,8 +252,8 @@ def request_load(
         require_positive("read_limit_per_s", read_limit_per_s)
     scope = limits.scope if limits is not None and read_limit_per_s is None else "prefix"
     fit = None if limit is None else _fits_at_s(downlinks, payload_gb, inputs, cdn, limit, scope)
-    spread = None if limit is None or scope != "prefix" else _prefixes_fit(
-        downlinks, payload_gb, inputs, cdn, limit)  # fmt: skip
+    spread = None if limit is None or scope != "prefix" else payload_prefixes_fit(
+        downlinks, payload_gb, inputs.poll_interval_s, limit, cdn)  # fmt: skip
     per_worker = 1 if cdn else min(payload_reads(payload_gb), READS_PER_OBJECT)
     hottest = len(downlinks) / inputs.poll_interval_s * per_worker  # LATEST: per_worker 1
     per_object = limits.object_read_per_s if limits is not None else None
