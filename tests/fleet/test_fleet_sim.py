@@ -178,6 +178,9 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
         (["--calibrate", "no/such/run.json"], "cannot read it"),
         (["--calibrate", "pyproject.toml"], "not JSON"),
         (["--fleet", "no/such/fleet.csv"], "cannot read --fleet"),
+        (["--payload-prefixes", "0"], "--payload-prefixes"),
+        (["--payload-prefixes", "300"], "payload_prefixes must be at most 256"),
+        (["--throttled-retry", "never"], "--throttled-retry"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str) -> None:
