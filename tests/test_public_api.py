@@ -10,7 +10,9 @@ name must resolve, the package root stays a handful of modules, and
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -30,7 +32,8 @@ PUBLIC_MODULES = (
     "wanrl_s3.testing",
 )
 CALLERS = ("integrations", "examples", "benchmarks")
-ROOT_MODULES = {"__init__.py", "errors.py", "staleness.py", "units.py"}
+# the root holds the API, the error tree, the staleness rule, units, and the lazy-export helper
+ROOT_MODULES = {"__init__.py", "_exports.py", "errors.py", "staleness.py", "units.py"}
 
 
 def public_names(module: str) -> set[str]:
@@ -77,6 +80,38 @@ def test_integrations_examples_and_benchmarks_use_only_the_public_api() -> None:
     )
 
 
+def names_used_from(module: str, tree: ast.AST) -> set[str]:
+    """The names ``tree`` takes from ``module``: ``from module import x`` and ``module.x``."""
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module == module:
+            used.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Attribute) and ast.unparse(node.value) == module:
+            used.add(node.attr)
+    return used
+
+
+def test_every_planner_name_has_a_user() -> None:
+    """``wanrl_s3.cost.__all__`` is what a planner's user calls, not every formula: each
+    name is used by an integration, example or benchmark, named in the docs as
+    ``wanrl_s3.cost.<name>``, re-exported by ``wanrl_s3``, or part of the signature of a
+    name that is (a type it takes or returns)."""
+    import re
+
+    import wanrl_s3
+    import wanrl_s3.cost as cost
+
+    used = set(wanrl_s3.__all__)
+    for path in caller_sources():
+        used |= names_used_from("wanrl_s3.cost", ast.parse(path.read_text(encoding="utf-8")))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    used |= {m for page in pages for m in re.findall(r"wanrl_s3\.cost\.(\w+)", page.read_text())}
+    public = [getattr(cost, name) for name in used & set(cost.__all__)]
+    signatures = " ".join(str(inspect.signature(value)) for value in public if callable(value))
+    unused = [n for n in cost.__all__ if n not in used and not re.search(rf"\b{n}\b", signatures)]
+    assert unused == [], "wanrl_s3.cost exports what no user calls: drop it from __all__"
+
+
 def doc_python_blocks() -> list[tuple[str, str]]:
     """(where, code) of every ```python block in the README and the pages of docs/."""
     import re
@@ -105,7 +140,7 @@ def test_the_docs_python_examples_use_only_the_public_api() -> None:
         ("import wanrl_s3.format.layout", True),
         ("import wanrl_s3.store.s3 as s3", True),
         ("from wanrl_s3.testing import synthetic", True),  # a module, not in __all__
-        ("from wanrl_s3 import _LAZY", True),
+        ("from wanrl_s3 import _PUBLIC", True),
         ("from wanrl_s3.codec import _pool", True),
         ("from wanrl_s3.errors import TransientStoreError, NoSuchError", True),
         ("def f():\n    from wanrl_s3.fleet import status", True),  # nested imports too
@@ -139,16 +174,101 @@ def _resolves(mod: object, name: str) -> bool:
     return True
 
 
-def test_the_top_level_lazy_map_and_all_agree() -> None:
-    import wanrl_s3
-    import wanrl_s3.errors
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_dir_lists_exactly_the_public_names(module: str) -> None:
+    mod = importlib.import_module(module)
+    assert sorted(dir(mod)) == sorted(mod.__all__)
 
-    lazy = set(wanrl_s3._LAZY)
-    errors = set(wanrl_s3.errors.__all__) & set(wanrl_s3.__all__)
-    assert lazy | errors == set(wanrl_s3.__all__)
-    assert sorted(dir(wanrl_s3)) == sorted(wanrl_s3.__all__)
+
+# The packages whose public names come from one table (``_exports.attach``).
+LAZY_PACKAGES = ("wanrl_s3", "wanrl_s3.codec", "wanrl_s3.testing")
+
+
+@pytest.mark.parametrize("module", LAZY_PACKAGES)
+def test_all_is_the_lazy_table_and_type_checkers_see_the_same_names(module: str) -> None:
+    """``__all__`` is the table's keys, and the ``if TYPE_CHECKING:`` block imports exactly
+    the table's names from the table's modules, as ``name as name`` (an explicit re-export,
+    so that ``mypy --strict`` in a user's code accepts ``from wanrl_s3 import Publisher``)."""
+    mod = importlib.import_module(module)
+    assert mod.__all__ == sorted(mod._PUBLIC)
+    tree = ast.parse(Path(mod.__file__).read_text(encoding="utf-8"))
+    checked = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    assert len(checked) == 1
+    seen: dict[str, str] = {}
+    for node in checked[0].body:
+        assert isinstance(node, ast.ImportFrom)
+        for alias in node.names:
+            assert alias.asname == alias.name, f"write `{alias.name} as {alias.name}`"
+            seen[alias.name] = "." * node.level + (node.module or "")
+    assert seen == mod._PUBLIC
+    # the lazy hooks sit in the ``else:``: a type checker that saw ``__getattr__`` would
+    # accept any misspelt name as ``Any``
+    hooks = [ast.unparse(node) for node in checked[0].orelse]
+    assert hooks == ["__getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)"]
+    with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
+        mod.nothing_here  # noqa: B018
+
+
+def test_private_modules_are_not_reachable_from_the_api_by_name() -> None:
+    import wanrl_s3
+
     with pytest.raises(AttributeError, match="no attribute 'layout'"):
-        wanrl_s3.layout  # noqa: B018  # private modules are not reachable by name
+        wanrl_s3.layout  # noqa: B018
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_every_public_name_is_documented(module: str) -> None:
+    """Functions and classes carry a docstring; a constant a ``#:`` comment on the line
+    above its assignment (what Sphinx's autodoc reads)."""
+    mod = importlib.import_module(module)
+    undocumented = [name for name in mod.__all__ if not _documented(name, getattr(mod, name))]
+    assert undocumented == [], f"{module}: document these (a docstring, or #: for a constant)"
+
+
+def _documented(name: str, value: object) -> bool:
+    if inspect.isclass(value) or (callable(value) and inspect.isfunction(inspect.unwrap(value))):
+        doc = value.__dict__.get("__doc__") if inspect.isclass(value) else value.__doc__
+        # a dataclass without a docstring gets its signature as one: not documentation
+        return bool(doc and doc.strip()) and not doc.startswith(f"{value.__name__}(")
+    return _constant_comment(name, value)
+
+
+def _constant_comment(name: str, value: object) -> bool:
+    """Whether the module that assigns ``name`` (to this very object) writes ``#:`` above it."""
+    for path in sorted((ROOT / "wanrl_s3").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if name not in text:
+            continue
+        lines = text.splitlines()
+        for node in ast.parse(text).body:
+            target = node.target if isinstance(node, ast.AnnAssign) else None
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+            if not (isinstance(target, ast.Name) and target.id == name):
+                continue
+            dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            if vars(importlib.import_module(dotted)).get(name) is value:
+                return lines[node.lineno - 2].lstrip().startswith("#:")
+    return False
+
+
+def test_the_documentation_check_can_fail() -> None:
+    @dataclasses.dataclass
+    class Bare:
+        x: int
+
+    def bare() -> None:
+        pass
+
+    assert not _documented("Bare", Bare)
+    assert not _documented("bare", bare)
+    assert not _documented("NOT_ASSIGNED_ANYWHERE", object())
+    assert _documented("DELTA_MODES", importlib.import_module("wanrl_s3").DELTA_MODES)
+    assert not _constant_comment("FORMAT_VERSION", 1)  # the codec's, with no #: above it
 
 
 def test_the_package_root_holds_only_the_modules_that_stand_alone() -> None:

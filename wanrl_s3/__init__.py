@@ -1,40 +1,27 @@
 """wanrl-s3: policy snapshots for WAN rollout fleets, through S3-compatible buckets.
 
 This module is the public API: every name in ``__all__`` and nothing else.
-Modules below it are private and may move; the subpackages ``wanrl_s3.codec``
-(pure codecs), ``wanrl_s3.cost`` (the planner's formulas), ``wanrl_s3.store``
-(the store protocol, for backend authors) and ``wanrl_s3.testing`` (local
-endpoints, synthetic policies, the store contract suite) are public too, each
-through its own ``__all__``.
+Modules below it are private and may move; the subpackages ``wanrl_s3.cdn``
+(CDN signers and the grants workers hold), ``wanrl_s3.codec`` (pure codecs),
+``wanrl_s3.cost`` (the planner's formulas), ``wanrl_s3.store`` (the store
+protocol, for backend authors) and ``wanrl_s3.testing`` (local endpoints,
+synthetic policies, the store contract suite) are public too, each through its
+own ``__all__``.
 
-Names are imported on first use, so ``import wanrl_s3`` stays cheap (the CLI's
-``estimate`` never loads boto3 or numpy's heavier users).
+One table, ``_PUBLIC``, names each public name and the private module that
+defines it; ``__all__`` and ``dir()`` are its keys, and a name is imported on
+first use, so ``import wanrl_s3`` stays cheap (the CLI's ``estimate`` never
+loads boto3 or numpy's heavier users).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .errors import (
-    FetchCancelled,
-    InfeasiblePlanError,
-    LocalIOError,
-    ManifestError,
-    NotFoundError,
-    PublicationFailedError,
-    SignatureError,
-    StoreError,
-    StoreGuaranteeError,
-    UsageError,
-    VerificationError,
-    VersionConflictError,
-    WanrlError,
-    WorkerStatusError,
-)
+from ._exports import attach
 
-# public name -> the private module that defines it (imported lazily)
-_LAZY: dict[str, str] = {
+# public name -> the private module that defines it (imported on first use)
+_PUBLIC: dict[str, str] = {
     # trainer side: publishing
     "DELTA_MODES": ".publish.publisher",
     "PublishConfig": ".publish.publisher",
@@ -111,145 +98,104 @@ _LAZY: dict[str, str] = {
     "Plan": ".cost.plan",
     "estimate": ".cost.plan",
     "load_prices": ".cost.prices",
+    # errors: one tree, each class with its CLI exit code
+    "WanrlError": ".errors",
+    "UsageError": ".errors",
+    "LocalIOError": ".errors",
+    "StoreError": ".errors",
+    "StoreGuaranteeError": ".errors",
+    "NotFoundError": ".errors",
+    "ManifestError": ".errors",
+    "VerificationError": ".errors",
+    "SignatureError": ".errors",
+    "VersionConflictError": ".errors",
+    "PublicationFailedError": ".errors",
+    "InfeasiblePlanError": ".errors",
+    "WorkerStatusError": ".errors",
+    "FetchCancelled": ".errors",
 }
 
 if TYPE_CHECKING:
-    from .cost.plan import Plan, PlanInputs, estimate
-    from .cost.prices import load_prices
-    from .fetch.files import load_snapshot, local_snapshot, pull_to_file
-    from .fetch.install_dir import DirectoryInstaller
-    from .fetch.node_share import NodeShare
-    from .fetch.subscriber import Snapshot, Subscriber
-    from .fetch.watch import InstallResult, WatchConfig, Watcher, WatchObserver
-    from .fleet.bcast import fleet_report
-    from .fleet.status import StatusReporter, WorkerStatus, read_statuses
-    from .fleet.steps import StepStatusWriter, VersionMap
-    from .format.layout import check_worker_id
-    from .format.signing import Signer, Verifier, generate_keypair
-    from .io.hf_model import find_model_config, model_params
-    from .io.malloc import return_big_buffers
-    from .io.safetensors_file import SafetensorsFile, write_file
-    from .io.tensors import to_numpy, to_torch
-    from .metrics.exposition import MetricsServer, serve_metrics
-    from .metrics.relay import RelayMetrics
-    from .metrics.staleness import StalenessMetrics
-    from .metrics.trainer import TrainerMetrics
-    from .metrics.worker import WorkerMetrics
-    from .publish.assign import ShareSelector
-    from .publish.publisher import DELTA_MODES, PublishConfig, Publisher, PublishResult
-    from .publish.resume import ResumePoint, resume, resume_point
-    from .publish.shard import ShardedPublisher
-    from .regions.config import Region, RegionsConfig, load_regions
-    from .regions.probe import choose_region
-    from .regions.roles import StoreRoles, store_roles
-    from .staleness import (
-        StalenessConfig,
-        StalenessFilter,
-        Tagged,
-        check_staleness,
-        is_admissible,
-    )
-    from .store import ObjectStore, RetryPolicy, open_store
-    from .trainer.host_copy import PUBLISH_DTYPES
-    from .trainer.observer import PublicationObserver
-    from .trainer.protocol import VersionPublisher
-    from .trainer.publication import Publication, TrainerPublisher
-    from .trainer.ranks import RankGroup
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
-
-
-__all__ = [
-    "DELTA_MODES",
-    "PUBLISH_DTYPES",
-    "DirectoryInstaller",
-    "FetchCancelled",
-    "InfeasiblePlanError",
-    "InstallResult",
-    "LocalIOError",
-    "ManifestError",
-    "MetricsServer",
-    "NodeShare",
-    "NotFoundError",
-    "ObjectStore",
-    "Plan",
-    "PlanInputs",
-    "Publication",
-    "PublicationFailedError",
-    "PublicationObserver",
-    "PublishConfig",
-    "PublishResult",
-    "Publisher",
-    "RankGroup",
-    "Region",
-    "RegionsConfig",
-    "RelayMetrics",
-    "ResumePoint",
-    "RetryPolicy",
-    "SafetensorsFile",
-    "ShardedPublisher",
-    "ShareSelector",
-    "SignatureError",
-    "Signer",
-    "Snapshot",
-    "StalenessConfig",
-    "StalenessFilter",
-    "StalenessMetrics",
-    "StatusReporter",
-    "StepStatusWriter",
-    "StoreError",
-    "StoreGuaranteeError",
-    "StoreRoles",
-    "Subscriber",
-    "Tagged",
-    "TrainerMetrics",
-    "TrainerPublisher",
-    "UsageError",
-    "VerificationError",
-    "Verifier",
-    "VersionConflictError",
-    "VersionMap",
-    "VersionPublisher",
-    "WanrlError",
-    "WatchConfig",
-    "WatchObserver",
-    "Watcher",
-    "WorkerMetrics",
-    "WorkerStatus",
-    "WorkerStatusError",
-    "check_staleness",
-    "check_worker_id",
-    "choose_region",
-    "estimate",
-    "find_model_config",
-    "fleet_report",
-    "generate_keypair",
-    "is_admissible",
-    "load_prices",
-    "load_regions",
-    "load_snapshot",
-    "local_snapshot",
-    "model_params",
-    "open_store",
-    "pull_to_file",
-    "read_statuses",
-    "resume",
-    "resume_point",
-    "return_big_buffers",
-    "serve_metrics",
-    "store_roles",
-    "to_numpy",
-    "to_torch",
-    "write_file",
-]
+    from .cost.plan import Plan as Plan
+    from .cost.plan import PlanInputs as PlanInputs
+    from .cost.plan import estimate as estimate
+    from .cost.prices import load_prices as load_prices
+    from .errors import FetchCancelled as FetchCancelled
+    from .errors import InfeasiblePlanError as InfeasiblePlanError
+    from .errors import LocalIOError as LocalIOError
+    from .errors import ManifestError as ManifestError
+    from .errors import NotFoundError as NotFoundError
+    from .errors import PublicationFailedError as PublicationFailedError
+    from .errors import SignatureError as SignatureError
+    from .errors import StoreError as StoreError
+    from .errors import StoreGuaranteeError as StoreGuaranteeError
+    from .errors import UsageError as UsageError
+    from .errors import VerificationError as VerificationError
+    from .errors import VersionConflictError as VersionConflictError
+    from .errors import WanrlError as WanrlError
+    from .errors import WorkerStatusError as WorkerStatusError
+    from .fetch.files import load_snapshot as load_snapshot
+    from .fetch.files import local_snapshot as local_snapshot
+    from .fetch.files import pull_to_file as pull_to_file
+    from .fetch.install_dir import DirectoryInstaller as DirectoryInstaller
+    from .fetch.node_share import NodeShare as NodeShare
+    from .fetch.subscriber import Snapshot as Snapshot
+    from .fetch.subscriber import Subscriber as Subscriber
+    from .fetch.watch import InstallResult as InstallResult
+    from .fetch.watch import WatchConfig as WatchConfig
+    from .fetch.watch import Watcher as Watcher
+    from .fetch.watch import WatchObserver as WatchObserver
+    from .fleet.bcast import fleet_report as fleet_report
+    from .fleet.status import StatusReporter as StatusReporter
+    from .fleet.status import WorkerStatus as WorkerStatus
+    from .fleet.status import read_statuses as read_statuses
+    from .fleet.steps import StepStatusWriter as StepStatusWriter
+    from .fleet.steps import VersionMap as VersionMap
+    from .format.layout import check_worker_id as check_worker_id
+    from .format.signing import Signer as Signer
+    from .format.signing import Verifier as Verifier
+    from .format.signing import generate_keypair as generate_keypair
+    from .io.hf_model import find_model_config as find_model_config
+    from .io.hf_model import model_params as model_params
+    from .io.malloc import return_big_buffers as return_big_buffers
+    from .io.safetensors_file import SafetensorsFile as SafetensorsFile
+    from .io.safetensors_file import write_file as write_file
+    from .io.tensors import to_numpy as to_numpy
+    from .io.tensors import to_torch as to_torch
+    from .metrics.exposition import MetricsServer as MetricsServer
+    from .metrics.exposition import serve_metrics as serve_metrics
+    from .metrics.relay import RelayMetrics as RelayMetrics
+    from .metrics.staleness import StalenessMetrics as StalenessMetrics
+    from .metrics.trainer import TrainerMetrics as TrainerMetrics
+    from .metrics.worker import WorkerMetrics as WorkerMetrics
+    from .publish.assign import ShareSelector as ShareSelector
+    from .publish.publisher import DELTA_MODES as DELTA_MODES
+    from .publish.publisher import PublishConfig as PublishConfig
+    from .publish.publisher import Publisher as Publisher
+    from .publish.publisher import PublishResult as PublishResult
+    from .publish.resume import ResumePoint as ResumePoint
+    from .publish.resume import resume as resume
+    from .publish.resume import resume_point as resume_point
+    from .publish.shard import ShardedPublisher as ShardedPublisher
+    from .regions.config import Region as Region
+    from .regions.config import RegionsConfig as RegionsConfig
+    from .regions.config import load_regions as load_regions
+    from .regions.probe import choose_region as choose_region
+    from .regions.roles import StoreRoles as StoreRoles
+    from .regions.roles import store_roles as store_roles
+    from .staleness import StalenessConfig as StalenessConfig
+    from .staleness import StalenessFilter as StalenessFilter
+    from .staleness import Tagged as Tagged
+    from .staleness import check_staleness as check_staleness
+    from .staleness import is_admissible as is_admissible
+    from .store import ObjectStore as ObjectStore
+    from .store import RetryPolicy as RetryPolicy
+    from .store import open_store as open_store
+    from .trainer.host_copy import PUBLISH_DTYPES as PUBLISH_DTYPES
+    from .trainer.observer import PublicationObserver as PublicationObserver
+    from .trainer.protocol import VersionPublisher as VersionPublisher
+    from .trainer.publication import Publication as Publication
+    from .trainer.publication import TrainerPublisher as TrainerPublisher
+    from .trainer.ranks import RankGroup as RankGroup
+else:  # hidden from type checkers, so that a misspelt name is an error there
+    __getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)

@@ -199,3 +199,7 @@ __all__ = [
     "WanrlError",
     "WorkerStatusError",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the public names, not the submodules

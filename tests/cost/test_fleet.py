@@ -9,16 +9,14 @@ from wanrl_s3.cost import (
     FleetLinks,
     WorkerLink,
     at_fraction_s,
-    chain_fleet_s,
     chain_layout,
-    chain_pipelined_s,
     chain_worker_times_s,
     object_storage_fleet_s,
     object_storage_worker_s,
     object_storage_worker_terms,
-    star_fleet_s,
-    star_unlimited_s,
 )
+from wanrl_s3.cost.fleet import chain_fleet_s, star_fleet_s
+from wanrl_s3.cost.topology import chain_pipelined_s, star_unlimited_s
 from wanrl_s3.errors import UsageError
 
 NO_OVERHEAD = FetchModel(

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wanrl_s3.cost import bubble_ratio, learner_idle
+from wanrl_s3.cost import learner_idle
+from wanrl_s3.cost.capacity import bubble_ratio
 from wanrl_s3.errors import UsageError
 
 # T_train 1 s, 100 trajectories a step, a publication every 2 steps, S = 3.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from wanrl_s3.cost import params_from_hf_config
+from wanrl_s3.cost.model_size import params_from_hf_config
 from wanrl_s3.errors import UsageError
 
 LLAMA_31_8B = {

@@ -6,19 +6,15 @@ import math
 
 import pytest
 
-from wanrl_s3.cost import (
+from wanrl_s3.cost import FleetLinks, PlanInputs, PriceBook, WorkerLink, read_rates
+from wanrl_s3.cost.requests import (
+    READ_CONCURRENCY,
     READ_REQUEST_MB,
-    FleetLinks,
-    PlanInputs,
-    PriceBook,
-    WorkerLink,
     payload_reads,
     polls_per_month,
-    read_rates,
+    remedy,
     request_load,
 )
-from wanrl_s3.cost.reads import READ_CONCURRENCY
-from wanrl_s3.cost.requests import remedy
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.store import open_store
 from wanrl_s3.units import MiB

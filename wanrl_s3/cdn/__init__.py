@@ -46,3 +46,7 @@ __all__ = [
     "GrantFile",
     "MintedGrants",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the public names only, not the submodules

@@ -49,7 +49,9 @@ from .delta import _parallel_map, _thread_count
 
 MAGIC = b"WRSF"
 FORMAT_VERSION = 1
+#: A full payload's coding: the tensor's bytes as they are (docs/full-format.md).
 CODING_RAW = 0
+#: A full payload's coding: byte planes, each compressed on its own (docs/full-format.md).
 CODING_PLANES = 1
 _HEADER = struct.Struct("<4sBBBBQII")  # magic version coding dtype width count block reserved
 HEADER_BYTES = _HEADER.size  # 24
@@ -170,8 +172,8 @@ def block_size(count: int) -> int:
     ``BLOCK_ELEMENTS``, an even number of them when there are several (two from
     ``2 * SPLIT_ELEMENTS`` up), so that two or four threads get equal shares.
 
-    With fixed blocks of 2^18, a tensor of 409,600 bf16 elements was cut 64/36 and
-    two threads decoded it at 1.1x one thread's speed.
+    Fixed blocks of 2^18 would cut a tensor of 409,600 bf16 elements 64/36, and two
+    threads would decode it at 1.1x one thread's speed.
     """
     blocks = -(-count // BLOCK_ELEMENTS)
     if count >= 2 * SPLIT_ELEMENTS:

@@ -45,7 +45,7 @@ from .topology import MB_PER_GB, chain_count, transfer_s
 
 #: Requests in sequence from a poll that finds a new LATEST to the payload's first
 #: byte: the poll itself, the listing of the version's folder (is it whole?), its
-#: manifest, the payload GET (fetch/watch.py, fetch/subscriber.py). A delta whose
+#: manifest, the payload GET (fetch/watch/, fetch/subscriber.py). A delta whose
 #: base manifests are already cached costs the same.
 FETCH_ROUND_TRIPS = 4
 #: Verify (BLAKE3), decode and write the snapshot, MB/s, when nothing was measured.

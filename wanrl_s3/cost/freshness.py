@@ -14,6 +14,7 @@ from datetime import date
 
 from .prices import PriceBook, Provenance
 
+#: A price entry checked longer ago than this is stale: the estimate warns, `prices` marks it.
 STALE_AFTER_MONTHS = 6
 
 

@@ -5,7 +5,7 @@ version over the host's one WAN link (eight times the traffic, eight times the
 egress bill) and each keep their own copy in RAM. With a node share, the first
 process that wants version v takes an exclusive lock on ``<dir>/<v>.lock``
 (``flock``), pulls v into ``<dir>/<v>.safetensors`` with
-:func:`~wanrl_s3.files.pull_to_file` (written beside the name, renamed into place
+:func:`~wanrl_s3.pull_to_file` (written beside the name, renamed into place
 only after every tensor verified), and releases the lock. The others wait for
 the lock, find the file, check it against the manifest's hashes and map it; a
 process that finds the file already in place checks it without locking.

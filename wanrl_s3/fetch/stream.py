@@ -1,8 +1,8 @@
 """Streaming a version in: each tensor is verified and decoded as soon as its bytes are in.
 
-A version used to be downloaded whole, every coded or delta payload into a
-buffer of its own, and only then checked and decoded: a working set of the
-whole version's payload on top of the output. Here tensors are admitted in
+Downloading a version whole, every coded or delta payload into a buffer of its
+own, and only then checking and decoding it would hold the whole version's
+payload on top of the output. Here tensors are admitted in
 the plan's order, a batch at a time, while the bytes their buffers hold (coded
 full tensors, deltas, and the bounce buffer of a merged request) fit in a
 window of ``window_bytes``; a batch bigger than the window is admitted alone.

@@ -44,6 +44,9 @@ HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerStatus:
+    """One worker's status object (``workers/<id>.json``): what it installed and when, its
+    recent installs' timings, and its last error."""
+
     worker_id: str
     region: str = ""
     installed_version: int | None = None

@@ -135,6 +135,8 @@ def cache_control(key: str) -> str:
 
 
 def check_worker_id(worker_id: str) -> str:
+    """``worker_id`` if it can name a status object (``workers/<id>.json``): 1 to 128
+    letters, digits, dots, dashes or underscores; else a :class:`UsageError` naming it."""
     if not _WORKER_ID_RE.match(worker_id or ""):
         raise UsageError(
             f"worker id {worker_id!r} must be 1-128 characters of letters, digits, '._-'"

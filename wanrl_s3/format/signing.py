@@ -71,6 +71,9 @@ def key_id_of(public_key: Any) -> str:
 
 
 class Signer:
+    """The publisher's Ed25519 private key: signs each manifest it commits, so that a reader
+    holding the public key (a :class:`Verifier`) installs only versions it signed."""
+
     def __init__(self, private_pem: bytes) -> None:
         serialization, ed25519 = _crypto()
         try:

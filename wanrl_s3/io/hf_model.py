@@ -5,7 +5,7 @@ by a local directory or a Hub id (``Qwen/Qwen2.5-7B``). For an id, the file is i
 the cache ``huggingface_hub`` downloads into: found here by the same environment
 variables it reads, in the same order, and the snapshot ``refs/main`` names,
 without importing it and without the network. The count itself is a pure
-function of the config (:func:`wanrl_s3.cost.params_from_hf_config`).
+function of the config (:func:`wanrl_s3.cost.model_size.params_from_hf_config`).
 """
 
 from __future__ import annotations

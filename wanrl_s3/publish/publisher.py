@@ -54,6 +54,9 @@ from ..units import MiB, require_int, require_positive
 from .assign import ShareSelector
 from .payload import PayloadWriter
 
+#: ``PublishConfig.delta``: "auto" (a delta against the held base, with a keyframe every
+#: ``keyframe_every`` versions), "never" (every version full) or "always" (a delta whenever
+#: a base is held, no periodic keyframe).
 DELTA_MODES = ("auto", "never", "always")
 FULL_CODINGS = ("planes", "raw")
 
@@ -120,6 +123,10 @@ class PublishConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class PublishResult:
+    """What one publication committed: its kind (full or delta) and base, its bytes before
+    and after coding, how long it took, and whether LATEST moved to it (not where a newer
+    version was already named)."""
+
     version: int
     kind: str
     base_version: int | None

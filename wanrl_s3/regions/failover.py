@@ -6,7 +6,7 @@ arriving. A worker there would run an ever older policy. :class:`RegionFailover`
 compares, every ``check_interval_s``, the primary's LATEST with the newest
 version the worker's region has shown whole (held, or found visible before a
 download); when the gap exceeds ``max_lag_versions`` it moves the
-:class:`~wanrl_s3.watch.Watcher` to the first region in preference order that
+:class:`~wanrl_s3.Watcher` to the first region in preference order that
 is within the limit (the primary always is), says so in a log line and through
 ``on_switch`` (the worker's status object), and moves back once the home
 region holds, whole, the version its LATEST names, and that is no older than

@@ -49,3 +49,7 @@ __all__ = [
     "open_store",
     "register_implementation",
 ]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)  # the public names only, not the submodules

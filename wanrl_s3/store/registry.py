@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from ..errors import UsageError
 from .spec import ObjectStore
 
+#: URL scheme -> the backend class (a dotted path, imported on first use) and the install
+#: hint raised when its package is missing; :func:`register_implementation` adds to it.
 known_implementations: dict[str, dict[str, str]] = {
     "s3": {"class": "wanrl_s3.store.s3.S3Store", "err": "s3:// needs boto3: pip install boto3"},
     "gs": {

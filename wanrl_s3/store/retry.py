@@ -34,6 +34,8 @@ _MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float ov
 
 
 class Clock(Protocol):
+    """What retries and the watcher ask of a clock, so that a test can pass a :class:`FakeClock`."""
+
     def monotonic(self) -> float: ...
     def time(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
@@ -74,6 +76,7 @@ class FakeClock:
             self._now_s += max(0.0, seconds)
 
 
+#: The real clock, the default wherever a clock can be injected.
 SYSTEM_CLOCK: Clock = SystemClock()
 
 

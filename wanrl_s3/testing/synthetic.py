@@ -5,7 +5,7 @@ things this module reproduces: the layout (tensor names and shapes of a
 LLaMA-style decoder), the value scales per tensor (a bf16 ulp is relative to
 the value, so small weights change more often) and the optimiser (Adam makes
 every step about ``lr`` in size whatever the gradient's scale). A real model
-trained a few steps on CPU checks the result (tests/test_synthetic.py).
+trained a few steps on CPU checks the result (tests/testing/test_synthetic.py).
 
 ``nudge_bf16`` makes a version at an exact density instead, for sweeps: it
 moves chosen values by one ulp, which is what most real bf16 changes are.
@@ -99,6 +99,7 @@ def llama_like_layout(dims: LlamaDims | str = "tiny") -> Layout:
 
 
 def param_count(layout: Layout) -> int:
+    """How many values the tensors of ``layout`` hold."""
     return sum(math.prod(shape) for _, shape in layout)
 
 

@@ -12,6 +12,8 @@ from ...units import require_int, require_positive
 
 @dataclass(frozen=True)
 class WatchConfig:
+    """How a :class:`Watcher` polls, backs off and holds versions; validated on creation."""
+
     poll_interval_s: float = 10.0
     jitter_fraction: float = 0.2  # each wait is interval * (1 +- jitter)
     retry_backoff_s: float = 5.0  # first wait after a failed download; doubles on each failure
