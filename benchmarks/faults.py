@@ -5,6 +5,8 @@ races, tampering, full disks and fuzzed arguments, with every outcome checked.
 .venv/bin/python benchmarks/faults.py --seed 14            # the whole campaign
 .venv/bin/python benchmarks/faults.py --seed 14 --quick    # its fast part (make test runs it)
 .venv/bin/python benchmarks/faults.py --seed 14 --json     # the summary as JSON
+.venv/bin/python benchmarks/faults.py --parts cluster_outages --cluster-ns-prefix NAME
+                                   # part 9 alone, its cluster spread over namespaces (root)
 ```
 
 Everything goes through the real command line: in this process through the
@@ -50,7 +52,18 @@ After each case it checks and counts, per kind (each must stay 0):
   signed by a key its readers do not trust (a bucket writer's, a revoked one);
 - ``planted_installs``: another run's genuine version (same key), planted with its
   LATEST in this run's prefix, installed by a verifying worker or returned by
-  ``pull latest --verify-key --run``.
+  ``pull latest --verify-key --run``;
+- ``failures_unreported``: a worker whose metrics counted failures while a
+  component of a SeaweedFS cluster was down, whose ``wanrl-s3 status`` shows no
+  stretch of failures in that time (part 9, benchmarks/cluster_outage.py, which
+  also counts its partial and forged installs, lost versions and stuck workers
+  under the counters above).
+
+Part 9 runs on a SeaweedFS cluster of its own (a master, three volume servers
+keeping two copies of every volume, a filer, the S3 gateway): on 127.0.0.1, or
+with ``--cluster-ns-prefix`` (root and iproute2) on three namespaced machines of a
+store LAN, as benchmarks/wan_fleet.py places it. ``--parts`` runs the parts named
+(the methods of :class:`Campaign` in ``_run``), in their order.
 
 Retries are the repeated requests the proxy saw (same method, target, range and
 conditions): the store's retry layer re-sends a request after each transient failure.
@@ -90,18 +103,31 @@ from wanrl_s3.testing import (
     Fault,
     FaultProxy,
     Rule,
+    SeaweedCluster,
+    free_port,
     local_azure,
     local_gcs,
     local_moto,
+    local_seaweed_cluster,
     make_azure_container,
     make_bucket,
     make_gcs_bucket,
     worker_command,
 )
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cluster_outage import (
+    ClusterOutages,
+    OutageWorker,
+    Publish,
+    series,
+)  # benchmarks/ is on sys.path
+from wan_fleet_outage import regional_store
+
 COUNTERS = (
     "partial_installs", "forged_installs", "versions_lost", "stuck_workers", "tracebacks",
     "freezes_unseen", "collections_blocked", "bad_input_accepted", "wrong_exits",
+    "failures_unreported",
     "relayed_unverified", "replicas_unhealed", "untrusted_bases", "planted_installs",
 )  # fmt: skip
 VERSION_KEY = "wanrl_s3.version"  # docs/format.md, "Files written by pull"
@@ -138,6 +164,9 @@ class Plan:
     hostile_rounds: int = 5  # each worker-side hostile case, this many times
     estimate_fuzz: int = 300  # mutated fleet files
     clouds: bool = True  # truncated objects on gs:// and az:// too (their emulators)
+    cluster_cycles: int = 3  # each: a volume server's crash, then the filer's (part 9)
+    cluster_outage_s: float = 10.0  # how long each stays down
+    cluster_ns_prefix: str | None = None  # part 9's cluster in namespaces so named (root)
     relay_tamperings: int = 4  # per kind and signing mode
     untrusted_bases: int = 4  # per kind of untrusted key
     cross_run_plants: int = 4
@@ -149,7 +178,7 @@ class Plan:
             worker_tamperings=1, worker_tamper_edits=2, both_signing_modes=False,
             full_disks=2, fuzz_examples=40, fuzz_worker_examples=3, hostile_rounds=1,
             estimate_fuzz=20, clouds=False, relay_tamperings=1, untrusted_bases=1,
-            cross_run_plants=1,
+            cross_run_plants=1, cluster_cycles=1, cluster_outage_s=4.0,
         )  # fmt: skip
 
 
@@ -168,6 +197,7 @@ class KindStats:
     collections_blocked: int = 0
     bad_input_accepted: int = 0
     wrong_exits: int = 0
+    failures_unreported: int = 0
     relayed_unverified: int = 0
     replicas_unhealed: int = 0
     untrusted_bases: int = 0
@@ -1423,6 +1453,11 @@ class Campaign:
             blob_endpoint = address.split("BlobEndpoint=")[1].split(";")[0]
             yield f"az://{make_azure_container(address)}/truncated", blob_endpoint
 
+    # -- 9. the distributed store under faults --------------------------------------------
+    def cluster_outages(self) -> None:
+        """A SeaweedFS cluster's volume server, then its filer, crash mid-download."""
+        cluster_campaign(self)
+
 
 @contextlib.contextmanager
 def _env(name: str, value: str) -> Iterator[None]:
@@ -1562,6 +1597,95 @@ def argv_strategy(st: Any, values: dict[str, list[str]]) -> Any:
     return st.sampled_from(sorted(FLAGS)).flatmap(for_command)
 
 
+# -- 9. the distributed store under faults (benchmarks/cluster_outage.py) ----------------
+OUTAGE_WORKERS = 3
+OUTAGE_MODEL_BYTES = 4 * 1024 * 1024
+
+
+def cluster_campaign(c: Campaign) -> None:
+    """benchmarks/cluster_outage.py on a SeaweedFS cluster of its own (see ``_cluster``), whatever
+    store the rest of the campaign runs on: ``worker`` processes read it through a
+    trickling proxy, so that a download is in flight at each kill, and every version is
+    published with the CLI (each a case of ``cluster:publish``: its exit code and output are
+    checked). Each cycle counts as ``cluster:volume_kill`` or ``cluster:filer_kill``."""
+    if not c.plan.cluster_cycles:
+        return
+    with (
+        _cluster(c.plan.cluster_ns_prefix) as cluster,
+        FaultProxy(cluster.endpoint_url, seed=c.seed, trickle_bytes=64 * 1024,
+                   trickle_delay_s=0.02, trickle_max_s=3.0) as slow,
+    ):  # fmt: skip
+        slow.set_rules([Rule(Fault.TRICKLE, method="GET", key=r"\.bin$")])
+        url = f"s3://{make_bucket(cluster.endpoint_url)}/outage"
+        children = {
+            f"outage-{i}": _outage_worker(c, url, slow.url, i) for i in range(OUTAGE_WORKERS)
+        }
+        scenario = ClusterOutages(
+            cluster, url, [w for _, w in children.values()],
+            _cli_publish(c, url, cluster.endpoint_url),
+            series(lambda: make_model(c.nprng, OUTAGE_MODEL_BYTES),
+                   lambda model, _: nudge(c.nprng, model)),
+            outage_s=c.plan.cluster_outage_s, stuck_bound_s=120.0,
+        )  # fmt: skip
+        kinds = ["volume", "filer"] * c.plan.cluster_cycles
+        try:
+            reports = scenario.run(kinds, lambda: _stop_outage_workers(children))
+        finally:
+            _stop_outage_workers(children)  # stopped already, unless the scenario failed early
+    for report in reports:
+        c.case(f"cluster:{report.kind}")
+        for counter, what in report.failed:
+            c.fail(counter, what)
+        c.notes.append(report.summary())
+        c.notes.extend(f"cluster:{report.kind}: {note}" for note in report.notes)
+
+
+@contextlib.contextmanager
+def _cluster(ns_prefix: str | None) -> Iterator[SeaweedCluster]:
+    """Part 9's cluster: on 127.0.0.1, or on benchmarks/wan_fleet.py's store machines
+    (namespaces named ``<ns_prefix>-<pid>-store<k>`` on a bridge this namespace reaches)."""
+    if ns_prefix is None:
+        with local_seaweed_cluster() as cluster:
+            yield cluster
+        return
+    with regional_store("seaweed-cluster", ns_prefix) as (_, cluster):
+        if cluster is None:
+            raise RuntimeError("regional_store gave no cluster for seaweed-cluster")
+        yield cluster
+
+
+def _outage_worker(c: Campaign, url: str, endpoint: str, i: int) -> tuple[Child, OutageWorker]:
+    wid, port = f"outage-{i}", free_port()
+    out_dir = c.path(f"outage/{wid}/out")
+    out_dir.mkdir(exist_ok=True)
+    argv = worker_command(url, endpoint, str(out_dir), wid, 0.2, "--metrics-port", str(port),
+                          "--metrics-addr", "127.0.0.1")[3:]  # fmt: skip
+    child = fork_cli(argv, c.logs)
+    return child, OutageWorker(wid, out_dir, f"http://127.0.0.1:{port}/metrics", child.err_path)
+
+
+def _stop_outage_workers(children: dict[str, tuple[Child, OutageWorker]]) -> dict[str, int | None]:
+    codes: dict[str, int | None] = {}
+    for wid, (child, _) in children.items():
+        code = child.stop(signal.SIGTERM)
+        codes[wid] = 0 if code == 128 + signal.SIGTERM else code  # before its handler was set
+    return codes
+
+
+def _cli_publish(c: Campaign, url: str, endpoint: str) -> Publish:
+    """``wanrl-s3 publish`` of each version from a file: None once it exits 0."""
+
+    def publish(version: int, model: dict[str, np.ndarray]) -> str | None:
+        src = c.path(f"outage/src/v{version}.safetensors")
+        write_file(src, model)
+        c.case("cluster:publish")  # its exit code and output are checked as every command's
+        done = c.cli("publish", str(src), "--store", url, "--version", str(version),
+                     "--endpoint-url", endpoint, raw=True)  # fmt: skip
+        return None if done.code == 0 else f"exit {done.code}: {done.err.strip()[-160:]}"
+
+    return publish
+
+
 # -- report -------------------------------------------------------------------------------
 def summary(c: Campaign) -> dict[str, Any]:
     totals = {k: sum(getattr(s, k) for s in c.stats.values()) for k in COUNTERS}
@@ -1580,7 +1704,9 @@ def summary(c: Campaign) -> dict[str, Any]:
     }
 
 
-SHORT = ("part", "forg", "lost", "stuck", "trace", "relay", "heal", "base", "plant")  # COUNTERS
+# the table's column heads: COUNTERS, in order
+SHORT = ("part", "forg", "lost", "stuck", "trace", "frz", "coll", "badin", "exit", "unrep",
+         "relay", "heal", "base", "plant")  # fmt: skip
 
 
 def table(report: dict[str, Any]) -> str:
@@ -1597,20 +1723,26 @@ def table(report: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def run_campaign(endpoint: str, seed: int, plan: Plan, workdir: Path) -> dict[str, Any]:
+# Campaign's methods, in the order they run
+PARTS = ("fault_cycles", "publisher_kills", "worker_kills", "races", "tamperings",
+         "relay_tamperings", "untrusted_bases", "cross_run_plants", "full_disks", "fuzz",
+         "hostile", "cluster_outages")  # fmt: skip
+
+
+def run_campaign(
+    endpoint: str, seed: int, plan: Plan, workdir: Path, parts: tuple[str, ...] = PARTS
+) -> dict[str, Any]:
     os.environ["AWS_ENDPOINT_URL"] = endpoint  # nothing a fuzzed flag names may leave this host
     cwd = os.getcwd()
     os.chdir(workdir)  # fuzzed relative paths land in the scratch directory
     try:
-        return _run(Campaign(endpoint, workdir, seed, plan))
+        return _run(Campaign(endpoint, workdir, seed, plan), parts)
     finally:
         os.chdir(cwd)
 
 
-def _run(c: Campaign) -> dict[str, Any]:
-    parts = (c.fault_cycles, c.publisher_kills, c.worker_kills, c.races, c.tamperings,
-             c.relay_tamperings, c.untrusted_bases, c.cross_run_plants, c.full_disks,
-             c.fuzz, c.hostile)  # fmt: skip
+def _run(c: Campaign, names: tuple[str, ...]) -> dict[str, Any]:
+    parts = [getattr(c, name) for name in PARTS if name in names]
     timings: dict[str, float] = {}
     with c.proxy, c.slow:
         for part in parts:
@@ -1624,16 +1756,30 @@ def _run(c: Campaign) -> dict[str, Any]:
     return {**summary(c), "seconds": timings}
 
 
+def _parts(text: str) -> tuple[str, ...]:
+    chosen = tuple(p.strip() for p in text.split(","))
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown:
+        raise argparse.ArgumentTypeError(f"no part {unknown[0]!r}: they are {','.join(PARTS)}")
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=14)
     parser.add_argument("--quick", action="store_true", help="the fast part (make test)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--parts", type=_parts, default=PARTS, metavar="P[,P...]",
+                        help=f"the parts to run, of {','.join(PARTS)} (default: all)")  # fmt: skip
+    parser.add_argument("--cluster-ns-prefix", default=None, metavar="NAME",
+                        help="part 9's cluster on namespaces NAME-... (root)")  # fmt: skip
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
+    plan = dataclasses.replace(plan, cluster_ns_prefix=args.cluster_ns_prefix)
     start = time.monotonic()
     with local_moto() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
-        report = run_campaign(endpoint, args.seed, plan, Path(tmp))
+        report = run_campaign(endpoint, args.seed, plan, Path(tmp), args.parts)
+    report["parts"] = list(args.parts)
     report["total_s"] = round(time.monotonic() - start, 1)
     if args.json:
         print(json.dumps(report, indent=1))

@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/wan_fleet.py [--hosts 10] [--seed 7] [--mib 16] [--deltas 8]
         [--down-mbit 10 100] [--rtt-ms 10 200] [--rate-scale 1] [--chains 2]
-        [--uplink-queue acks-first|fifo] [--phases bucket,chain,cdn] [--cdn-edges 2]
-        [--edge-rtt-ms 20] [--json]
+        [--uplink-queue acks-first|fifo] [--phases bucket,chain,cdn,outage] [--cdn-edges 2]
+        [--edge-rtt-ms 20] [--store moto|seaweed-cluster] [--outage-s 10] [--ns-prefix wfl]
+        [--json]
 
 Root and iproute2 only. Every rollout host is its own network namespace joined to
 this one by a veth pair with a tbf each way (its downlink and its uplink); its
@@ -17,8 +18,21 @@ while it forwards, is slower with fifo: docs/benchmarks.md. Everything is remove
 exit, failure included.
 
     root namespace: moto S3 on 127.0.0.1, the trainer, delay lines
-       |  10.1xx.<i>.1 ==veth, tbf down==> 10.1xx.<i>.2   namespace wfl-<pid>-<i>:
+       |  10.1xx.<i>.1 ==veth, tbf down==> 10.1xx.<i>.2   namespace <prefix>-<pid>-<i>:
        |               <==veth, tbf up====                 `wanrl-s3 worker`, a chain relay
+
+--ns-prefix names every namespace this run makes (default wfl), so that runs of
+several people on one machine never collide.
+
+Regional store: moto in the root namespace (--store moto, the default), or a SeaweedFS
+cluster on three machines of its own (--store seaweed-cluster: a master, three volume
+servers keeping two copies of everything, a filer and the S3 gateway, each machine a
+namespace on a bridge; benchmarks/wan_fleet_outage.py). With the cluster, the outage
+phase runs too (benchmarks/cluster_outage.py): a volume server that holds the version
+being downloaded crashes and comes back after --outage-s, then the filer does, while
+the workers download a keyframe and deltas; every worker must converge bit-exact,
+nothing may be lost or partly installed, every worker's failures must show in
+`wanrl-s3 status`, and the run exits 1 if any of its counters is not 0.
 
 Object storage: a `wanrl-s3 worker` per host; the trainer publishes a keyframe, then
 --deltas deltas every --cadence-s; T_bcast at 90% and the tail per version come from
@@ -63,6 +77,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -81,6 +96,7 @@ from wan_fleet_net import (  # benchmarks/ is on sys.path[0]
     namespaces,
     wait,
 )
+from wan_fleet_outage import STORES, outage_lines, outage_phase, regional_store
 from wan_fleet_relay import send_version
 
 from wanrl_s3 import (
@@ -113,7 +129,6 @@ from wanrl_s3.cost import (
 )
 from wanrl_s3.testing import (
     allow_edge_reads,
-    local_moto,
     make_bucket,
     nudge_state,
     random_bf16_state,
@@ -126,7 +141,7 @@ CHUNK_BYTES = 1 << 20
 URL = "s3://fleet/run"
 CDN_PREFIX = "cdn"  # the CDN phase's own run, in the same bucket
 CDN_URL = f"s3://fleet/{CDN_PREFIX}"
-PHASES = ("bucket", "chain", "cdn")
+PHASES = ("bucket", "chain", "cdn", "outage")  # outage: with --store seaweed-cluster only
 
 
 @dataclass(frozen=True)
@@ -207,16 +222,19 @@ def measure_request_s(endpoint: str, samples: int = 30, copy_of: str = URL) -> f
     return statistics.median(times)
 
 
-def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, port: int, args, work,
-                  url: str = URL, cdn: list[str] | None = None):  # fmt: skip
-    """A `wanrl-s3 worker` in each host, reading ``url`` (through ``cdn[i]`` if given)."""
-    procs = []
+def start_workers(kids: Children, hosts: list[Host], fleet: FleetLinks, endpoint: str, args,
+                  work, url: str = URL, cdn: list[str] | None = None,
+                  extra: tuple[str, ...] = ()):  # fmt: skip
+    """A `wanrl-s3 worker` in each host, reading ``url`` at ``endpoint`` through the host's
+    delay line (and through ``cdn[i]`` if given), with ``extra`` flags."""
+    procs, store = [], urllib.parse.urlsplit(endpoint)
     for i, (host, link) in enumerate(zip(hosts, fleet.workers, strict=True)):
-        far = delay_line(kids, host.host_ip, ("127.0.0.1", port), link.rtt_s / 2)
+        far = delay_line(kids, host.host_ip, (store.hostname or "", store.port or 80),
+                         link.rtt_s / 2)  # fmt: skip
         through = ["--cdn-url", cdn[i]] if cdn else []
         argv = worker_command(
             url, far, str(work / link.name), link.name, args.poll_interval_s,
-            "--concurrency", "4", *through,
+            "--concurrency", "4", *through, *extra,
         )  # fmt: skip
         log = (work / f"{link.name}.log").open("w")
         procs.append(kids.start(host.argv(*argv), stderr=log, stdout=log))
@@ -231,11 +249,10 @@ def object_storage_phase(
     (each host's CDN URL), the workers read through it, and ``kids`` is the caller's."""
     store = open_store(url, endpoint_url=endpoint)
     kids = kids or Children()
-    port = int(endpoint.rsplit(":", 1)[1])
     state = policy(args.mib, args.seed)
     publisher = Publisher(store, PublishConfig(delta="always", keyframe_every=1000))
     try:
-        start_workers(kids, hosts, fleet, port, args, work, url, cdn)
+        start_workers(kids, hosts, fleet, endpoint, args, work, url, cdn)
         names = {w.name for w in fleet.workers}
         wait(lambda: names <= {s.worker_id for s in read_statuses(store)}, 120, "the workers")
         cpu = cpu_times()
@@ -635,14 +652,23 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--chains", type=int, default=2)
     ap.add_argument("--uplink-queue", choices=UPLINK_QUEUES, default="acks-first")
     ap.add_argument("--fraction", type=float, default=0.9)
-    ap.add_argument("--phases", type=phases, default=PHASES, metavar="P[,P...]",
-                    help=f"what to measure, of {','.join(PHASES)} (default: all)")  # fmt: skip
+    ap.add_argument("--phases", type=phases, default=None, metavar="P[,P...]",
+                    help=f"what to measure, of {','.join(PHASES)} (default: all; outage "
+                    "with the cluster only)")  # fmt: skip
+    ap.add_argument("--store", choices=STORES, default="moto", help="the regional store")
+    ap.add_argument("--outage-s", type=float, default=10.0,
+                    help="how long each killed component stays down (default 10)")  # fmt: skip
+    ap.add_argument("--ns-prefix", default="wfl", help="names this run's namespaces (default wfl)")
     ap.add_argument("--cdn-edges", type=int, default=2, help="edges in the CDN phase (default 2)")
     ap.add_argument("--edge-rtt-ms", type=float, default=20.0,
                     help="an edge's round trip to the bucket (default 20)")  # fmt: skip
     ap.add_argument("--fleet-out", type=Path, default=None, help="write the fleet file here")
     ap.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     args = ap.parse_args()
+    cluster = args.store == "seaweed-cluster"
+    args.phases = args.phases or tuple(p for p in PHASES if cluster or p != "outage")
+    if "outage" in args.phases and not cluster:
+        ap.error("the outage phase needs --store seaweed-cluster (a store whose parts can fail)")
     if os.geteuid() != 0 or not (shutil.which("ip") and shutil.which("tc")):
         raise SystemExit("benchmarks/wan_fleet.py needs root and iproute2 (ip, tc)")
     return args
@@ -655,61 +681,90 @@ def main() -> None:
     if args.fleet_out:
         args.fleet_out.write_text(fleet_to_csv(fleet))
     work = Path(tempfile.mkdtemp(prefix="wanrl-wan-fleet-"))
-    bucket = cdn = chain = None
+    bucket = cdn = chain = install = outage = None
     try:
-        with local_moto() as endpoint, namespaces(fleet, args.uplink_queue) as hosts:
+        with (
+            regional_store(args.store, args.ns_prefix) as (endpoint, cluster),
+            namespaces(fleet, args.uplink_queue, args.ns_prefix) as hosts,
+        ):
             make_bucket(endpoint, "fleet")
             if "bucket" in args.phases:
                 bucket = object_storage_phase(args, fleet, hosts, endpoint, work)
             if "cdn" in args.phases:
                 cdn = cdn_phase(args, fleet, hosts, endpoint, work)
-            results = (bucket or cdn[0])[0]  # type: ignore[index]
-            raw = results[0].raw_bytes
-            copy = mirror(endpoint, work, URL if bucket else CDN_URL)
-            install = calibrate_install_mb_per_s(copy, raw, args.deltas, work)
-            install = replace(
-                install, request_s=measure_request_s(endpoint, copy_of=URL if bucket else CDN_URL)
-            )
-            payloads = {"full": results[0].stored_bytes}
-            if args.deltas:
-                payloads["delta"] = results[1].stored_bytes  # v2, the delta the chain installs
-            if "chain" in args.phases:
-                chain = chain_phase(args, fleet, hosts, payloads, copy, work)
+            if bucket or cdn:
+                results = (bucket or cdn[0])[0]  # type: ignore[index]
+                run = URL if bucket else CDN_URL
+                install, chain = calibrate_and_chain(args, fleet, hosts, endpoint, work, run,
+                                                     results)  # fmt: skip
+            if "outage" in args.phases:
+                outage = outage_phase(args, fleet, hosts, cluster, work, start_workers, policy,
+                                      nudge_state)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = rows_for(args, fleet, install, results, bucket, chain, cdn)
-    picks = recommendations(args, fleet, install, rows, raw)
+    rows, picks = [], []
+    if install is not None:
+        rows = rows_for(args, fleet, install, results, bucket, chain, cdn)
+        picks = recommendations(args, fleet, install, rows, results[0].raw_bytes)
+    emit(args, fleet, install, rows, picks, outage)
+    if outage and any(n for r in outage for n in r.counters.values()):
+        sys.exit(1)
+
+
+def calibrate_and_chain(args, fleet: FleetLinks, hosts: list[Host], endpoint: str, work: Path,
+                        url: str, results):  # fmt: skip
+    """What the planner is fed (this machine's install rates, the store's answer time),
+    measured on the run ``url`` (``results``: its publications); then the chain."""
+    raw = results[0].raw_bytes
+    copy = mirror(endpoint, work, url)
+    install = calibrate_install_mb_per_s(copy, raw, args.deltas, work)
+    install = replace(install, request_s=measure_request_s(endpoint, copy_of=url))
+    payloads = {"full": results[0].stored_bytes}
+    if args.deltas:
+        payloads["delta"] = results[1].stored_bytes  # v2, the delta the chain installs
+    chain = (
+        chain_phase(args, fleet, hosts, payloads, copy, work) if "chain" in args.phases else None
+    )
+    return install, chain
+
+
+def emit(args, fleet: FleetLinks, install: Install | None, rows: list[Row], picks, outage) -> None:
+    """The table (or JSON) of every phase that ran."""
     if args.json:
-        print(
-            json.dumps({**to_json(args, fleet, install, rows), "recommendation": picks}, indent=1)
-        )
-    else:
+        out = {**to_json(args, fleet, install, rows), "recommendation": picks}
+        out["outage"] = None if outage is None else [r.to_dict() for r in outage]
+        print(json.dumps(out, indent=1))
+        return
+    if install is not None:
         print_table(args, fleet, install, rows)
-        for p in picks:
-            print(
-                f"T_train {p['t_train_s']:g} s: recommended {p['predicted']} (modelled), "
-                f"{p['measured']} (fed the measured T_bcast): "
-                + ("same" if p["same"] else "DIFFERENT")
-            )
+    for p in picks:
+        print(
+            f"T_train {p['t_train_s']:g} s: recommended {p['predicted']} (modelled), "
+            f"{p['measured']} (fed the measured T_bcast): " + ("same" if p["same"] else "DIFFERENT")
+        )
+    if outage is not None:
+        print(f"outage phase ({args.store}, each component down {args.outage_s:g} s):")
+        print("\n".join(outage_lines(outage)))
 
 
-def to_json(args, fleet: FleetLinks, install: Install, rows: list[Row]) -> dict:
+def to_json(args, fleet: FleetLinks, install: Install | None, rows: list[Row]) -> dict:
     return {
         "fleet_size": len(fleet),
         "seed": args.seed,
+        "store": args.store,
         "uplink_queue": args.uplink_queue,
         "fraction": args.fraction,
         "snapshot_bytes": int(args.mib * 2**20 / 2 / 8) * 2 * 8,  # policy(): eight bf16 tensors
         "chains": args.chains,
         "poll_interval_s": args.poll_interval_s,
-        "install_mb_per_s": {
+        "install_mb_per_s": None if install is None else {
             "full": round(install.full_mb_per_s),
             "delta": round(install.delta_mb_per_s),
         },
-        "request_ms": round(install.request_s * 1e3, 2),
+        "request_ms": None if install is None else round(install.request_s * 1e3, 2),
         "links": [w.__dict__ for w in fleet.workers],
         "results": [r.to_dict() for r in rows],
-    }
+    }  # fmt: skip
 
 
 if __name__ == "__main__":

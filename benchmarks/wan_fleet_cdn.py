@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import urllib.parse
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ class EdgeHost:
 @contextlib.contextmanager
 def edges(count: int, endpoint: str, edge_rtt_s: float, kids: Children) -> Iterator[list[EdgeHost]]:
     """``count`` edges in front of the bucket at ``endpoint``; all removed on the way out."""
-    pid, port = os.getpid(), int(endpoint.rsplit(":", 1)[1])
+    pid, bucket = os.getpid(), urllib.parse.urlsplit(endpoint)
     made: list[tuple[str, str]] = []
     with contextlib.ExitStack() as running:
         try:
@@ -66,7 +67,8 @@ def edges(count: int, endpoint: str, edge_rtt_s: float, kids: Children) -> Itera
                     ("ip", "link", "set", "lo", "up"),
                 ):
                     _sh("ip", "netns", "exec", ns, *cmd)  # fmt: skip
-                origin = delay_line(kids, f"{net}.1", ("127.0.0.1", port), edge_rtt_s / 2)
+                origin = delay_line(kids, f"{net}.1", (bucket.hostname or "", bucket.port or 80),
+                                    edge_rtt_s / 2)  # fmt: skip
                 edge = running.enter_context(local_cdn_edge(origin, netns=(ns, f"{net}.2")))
                 found.append(EdgeHost(ns, here, f"{net}.2", edge))
             yield found

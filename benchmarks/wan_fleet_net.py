@@ -95,8 +95,11 @@ class Host:
 
 
 @contextlib.contextmanager
-def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
-    """One namespace per host, shaped each way; all removed on the way out.
+def namespaces(
+    fleet, uplink_queue: str = "acks-first", prefix: str = "wfl"
+) -> Iterator[list[Host]]:
+    """One namespace per host (``<prefix>-<pid>-<i>``), shaped each way; all removed on the
+    way out.
 
     ``uplink_queue``: ``fifo`` (one tbf: a bare ACK waits behind up to :data:`QUEUE_S`
     of the host's own data) or ``acks-first`` (see :func:`_acks_first`). It matters to a
@@ -104,10 +107,14 @@ def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
     if uplink_queue not in UPLINK_QUEUES:
         raise ValueError(f"uplink_queue must be one of {UPLINK_QUEUES}, got {uplink_queue!r}")
     shape_uplink = _acks_first if uplink_queue == "acks-first" else _tbf
-    pid, made = os.getpid(), []
+    pid, made, short = os.getpid(), [], prefix[:2]
     try:
         for i, link in enumerate(fleet.workers):
-            ns, here, there = f"wfl-{pid}-{i}", f"wf{i}h{pid}"[:15], f"wf{i}f{pid}"[:15]
+            ns, here, there = (
+                f"{prefix}-{pid}-{i}",
+                f"{short}{i}h{pid}"[:15],
+                f"{short}{i}f{pid}"[:15],
+            )
             net = f"10.{100 + pid % 100}.{i + 1}"  # two runs at once do not collide
             host = Host(i, ns, here, f"{net}.1", f"{net}.2")
             _sh("ip", "netns", "add", ns)
@@ -129,6 +136,50 @@ def namespaces(fleet, uplink_queue: str = "acks-first") -> Iterator[list[Host]]:
         for host in made:
             subprocess.run(["ip", "netns", "del", host.ns], capture_output=True)
             subprocess.run(["ip", "link", "del", host.here], capture_output=True)
+
+
+@dataclass(frozen=True)
+class Machine:
+    """A machine of the regional store: its namespace and its address on the store's LAN."""
+
+    ns: str
+    ip: str
+
+
+@contextlib.contextmanager
+def store_lan(count: int, prefix: str = "wfl") -> Iterator[list[Machine]]:
+    """``count`` machines of a regional store, a namespace each (``<prefix>-<pid>-store<k>``)
+    on one bridge in this namespace: a data center's LAN, unshaped (the WAN is the hosts'
+    links). This namespace has an address on it too, so the hosts' delay lines reach
+    the store's gateway. All removed on the way out."""
+    pid = os.getpid()
+    bridge, net = f"{prefix[:2]}b{pid}"[:15], f"10.{250 + pid % 5}.{pid % 250}"  # no host's
+    made: list[tuple[str, str]] = []
+    _sh("ip", "link", "add", bridge, "type", "bridge")
+    try:
+        _sh("ip", "addr", "add", f"{net}.1/24", "dev", bridge)
+        _sh("ip", "link", "set", bridge, "up")
+        machines = []
+        for k in range(count):
+            ns, here, there = f"{prefix}-{pid}-store{k}", f"{prefix[:2]}s{k}h{pid}"[:15], "eth0"
+            _sh("ip", "netns", "add", ns)
+            made.append((ns, here))
+            _sh("ip", "link", "add", here, "type", "veth", "peer", "name", f"{here}p"[:15])
+            _sh("ip", "link", "set", f"{here}p"[:15], "netns", ns, "name", there)
+            _sh("ip", "link", "set", here, "master", bridge, "up")
+            for cmd in (
+                ("ip", "addr", "add", f"{net}.{10 + k}/24", "dev", there),
+                ("ip", "link", "set", there, "up"),
+                ("ip", "link", "set", "lo", "up"),
+            ):
+                _sh("ip", "netns", "exec", ns, *cmd)  # fmt: skip
+            machines.append(Machine(ns, f"{net}.{10 + k}"))
+        yield machines
+    finally:
+        for ns, here in made:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+            subprocess.run(["ip", "link", "del", here], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
 
 
 # -- helper processes --------------------------------------------------------------------

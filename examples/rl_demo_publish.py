@@ -87,6 +87,7 @@ class RunPublisher:
         self.records: list[VersionRecord] = []
         self._prev: dict[str, np.ndarray] | None = None
         self._since_full = 0  # versions published since the last full one
+        self._last_full: int | None = None  # that full version
 
     def publish(self, version: int, state: State) -> VersionRecord:
         start = time.perf_counter()
@@ -107,6 +108,7 @@ class RunPublisher:
         )  # fmt: skip
         self._prev = new
         self._since_full = 0 if res.kind == "full" else self._since_full + 1
+        self._last_full = version if res.kind == "full" else self._last_full
         self.records.append(record)
         return record
 
@@ -134,7 +136,10 @@ class RunPublisher:
                 f"(auto ships deltas under {limit:.0%})"
             )
         if self._since_full + 1 >= self.config.keyframe_every:
-            return f"scheduled keyframe (every {self.config.keyframe_every} versions)"
+            return (  # not every version number is published (kappa), nor every one asked for
+                f"scheduled keyframe: {self.config.keyframe_every} publications after the full "
+                f"v{self._last_full} (keyframe_every counts publications)"
+            )
         return f"full: a delta would be {delta / raw:.1%} of the snapshot, at the {limit:.0%} limit"
 
 

@@ -71,9 +71,13 @@ def _versions(r: dict[str, Any]) -> None:
     for run, rows in r["versions"].items():
         fleet = {v["version"]: v for v in r["t_bcast"][run]["fleet"]["versions"]}
         kinds = Counter(v["kind"] for v in rows)
+        full = [f"v{v['version']}" for v in rows if v["kind"] == "full"]
+        if len(full) > 2 * SHOWN:
+            full = [*full[:SHOWN], "...", *full[-2:]]
         print(
             f"{run} run: {len(rows)} versions, "
             + ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+            + (f" (full: {', '.join(full)})" if kinds["full"] < len(rows) else "")
         )
         print(
             f"  {'v':>4} {'kind':<5} {'stored':>10} {'changed':>8} {'as delta':>10} "
@@ -139,8 +143,11 @@ def _admission(r: dict[str, Any]) -> None:
         f"dropped as too old ({t['dropped_at_put']:,} on arrival, {t['dropped_at_get']:,} while "
         f"queued), {t['pending_at_stop']:,} pending at stop"
     )
-    hist = ", ".join(f"{k}: {v:,}" for k, v in t["age_histogram"].items())
-    print(f"  age at admission (steps behind the learner; budget S = {t['budget']}): {hist}")
+    hist = ", ".join(f"{k}: {v:,}" for k, v in t["admitted_by_age"].items())
+    print(
+        f"  admitted, by age in steps behind the learner (budget S = {t['budget']}): {hist}; "
+        f"the {t['dropped_at_put'] + t['dropped_at_get']:,} dropped were older than {t['budget']}"
+    )
     trained = ", ".join(f"{k}: {v:,}" for k, v in t["trained_ages"].items())
     print(f"  trained on, by age: {trained}")
     busy = [w["sample_s"] / (w["stopped_s"] - w["started_s"]) for w in r["workers"].values()]

@@ -97,8 +97,10 @@ def trajectories(
 ) -> dict[str, Any]:
     """Generated against admitted, in trajectories (each queue item is one group)."""
     stat = {k.split("/", 1)[1]: v for k, v in snapshot.items()}
-    hist = {
-        k.split("/", 1)[1]: int(v) * group for k, v in stat.items() if k.startswith("age_hist/")
+    hist = {  # admissions by age; age_hist/over counts the drops, reported as such below
+        k.split("/", 1)[1]: int(v) * group
+        for k, v in stat.items()
+        if k.startswith("age_hist/") and k != "age_hist/over"
     }
     sampled = sum(int(s["groups"]) for s in summaries.values()) * group
     return {
@@ -108,7 +110,7 @@ def trajectories(
         "dropped_at_put": int(stat["dropped_at_put"]) * group,
         "dropped_at_get": int(stat["dropped_at_get"]) * group,
         "pending_at_stop": int(stat["pending"]) * group,
-        "age_histogram": hist,
+        "admitted_by_age": hist,
         "budget": int(stat["budget"]),
     }
 

@@ -113,15 +113,10 @@ def test_every_planner_name_has_a_user() -> None:
 
 
 def doc_python_blocks() -> list[tuple[str, str]]:
-    """(where, code) of every ```python block in the README and the pages of docs/."""
-    import re
+    """(where, code) of every ```python block in the README and docs/ (tests/docs/blocks.py)."""
+    from tests.docs.blocks import collect, pages
 
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]  # not docs/notes
-    return [
-        (str(page.relative_to(ROOT)), block)
-        for page in pages
-        for block in re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
-    ]
+    return [(b.where, b.code) for b in collect(pages())[0] if b.kind == "python"]
 
 
 def test_the_docs_python_examples_use_only_the_public_api() -> None:

@@ -59,6 +59,8 @@ _PUBLIC: dict[str, str] = {
     "RegionsConfig": ".regions.config",
     "load_regions": ".regions.config",
     "choose_region": ".regions.probe",
+    "FailoverConfig": ".regions.failover",
+    "RegionFailover": ".regions.failover",
     "StoreRoles": ".regions.roles",
     "store_roles": ".regions.roles",
     # signing
@@ -74,6 +76,7 @@ _PUBLIC: dict[str, str] = {
     "find_model_config": ".io.hf_model",
     "model_params": ".io.hf_model",
     # the fleet and the learner
+    "FailureSpan": ".fleet.status",
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
@@ -146,6 +149,7 @@ if TYPE_CHECKING:
     from .fetch.watch import Watcher as Watcher
     from .fetch.watch import WatchObserver as WatchObserver
     from .fleet.bcast import fleet_report as fleet_report
+    from .fleet.status import FailureSpan as FailureSpan
     from .fleet.status import StatusReporter as StatusReporter
     from .fleet.status import WorkerStatus as WorkerStatus
     from .fleet.status import read_statuses as read_statuses
@@ -180,6 +184,8 @@ if TYPE_CHECKING:
     from .regions.config import Region as Region
     from .regions.config import RegionsConfig as RegionsConfig
     from .regions.config import load_regions as load_regions
+    from .regions.failover import FailoverConfig as FailoverConfig
+    from .regions.failover import RegionFailover as RegionFailover
     from .regions.probe import choose_region as choose_region
     from .regions.roles import StoreRoles as StoreRoles
     from .regions.roles import store_roles as store_roles

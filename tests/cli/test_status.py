@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from wanrl_s3 import (
+    FailureSpan,
     InstallResult,
     PublishConfig,
     Publisher,
@@ -67,3 +71,31 @@ def test_status_explains_itself_freezes_and_prunes(
     assert not store.exists(layout.worker_status_key("gone"))
     assert main([*argv, "--fraction", "1.5"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_status_shows_failures_that_ended_before_it_was_read(
+    s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An outage of the bucket ended and an install cleared ``last_error``: the stretches
+    of failures the worker kept are what tells the operator it happened."""
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
+    Publisher(store, PublishConfig()).publish({"w": np.zeros(4, np.float32)}, 1)
+    with Subscriber(store) as sub:
+        at = sub.manifest(1).created_at_s
+    now = time.time()
+    spans = (
+        FailureSpan(now - 300, now - 290, 4, "reading LATEST failed: reset", now - 289),
+        FailureSpan(now - 40.0, now - 33.5, 3, "reading LATEST failed: 500", now - 32.0),
+    )
+    status = WorkerStatus.from_json(status_object("w1", now, 1, at))
+    store.put_bytes(layout.worker_status_key("w1"), replace(status, failures=spans).to_json())
+    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--no-freeze"]
+    assert main(argv) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["w1"])
+    assert "failures: 7 failures in 2 stretches, the last 8.0 s long, ended " in row
+    ago = re.search(r"ended (\d+) s ago: ", row)
+    assert ago and 32 <= int(ago.group(1)) < 32 + 60  # however slow this machine is today
+    assert row.endswith("reading LATEST failed: 500") and "last error" not in row
+    assert main([*argv, "--json"]) == 0
+    (worker,) = json.loads(capsys.readouterr().out)["workers"]
+    assert [FailureSpan.from_dict(f) for f in worker["failures"]] == list(spans)

@@ -85,7 +85,8 @@ def test_nothing_older_than_the_budget_is_trained_on(report: dict[str, Any]) -> 
     t = report["trajectories"]
     batch = CONFIG.groups_per_step * CONFIG.group
     assert t["admitted"] == CONFIG.steps * batch
-    assert sum(n for age, n in t["age_histogram"].items() if age != "over") == t["admitted"]
+    assert sum(t["admitted_by_age"].values()) == t["admitted"]
+    assert sorted(t["admitted_by_age"], key=int) == [str(a) for a in range(t["budget"] + 1)]
     assert t["reached_learner"] == (
         t["admitted"] + t["dropped_at_put"] + t["dropped_at_get"] + t["pending_at_stop"]
     )
@@ -167,6 +168,32 @@ def test_report_prints_and_plots(report: dict[str, Any], tmp_path: Path, capsys:
     assert "checks:" in out and "OK" in out
     assert "reference 8B point" in out
     json.dumps(report)  # the JSON report is plain data
+
+
+def test_the_report_names_the_full_versions_and_keeps_drops_out_of_the_ages(
+    report: dict[str, Any], capsys: Any
+) -> None:
+    """Keyframes land every keyframe_every-th publication, not version number; and a drop
+    is not an admission age."""
+    rl_demo_render.print_report(report)
+    out = capsys.readouterr().out
+    large = report["versions"]["large"]
+    full = [v["version"] for v in large if v["kind"] == "full"]
+    assert full[0] == 0 and len(full) < len(large)  # the first version; deltas after it
+    assert f"(full: {', '.join(f'v{n}' for n in full)})" in out
+    published = [v["version"] for v in large]
+    for v in large[1:]:
+        if v["reason"].startswith("scheduled keyframe"):
+            since = max(n for n in full if n < v["version"])
+            count = published.index(v["version"]) - published.index(since)
+            assert v["reason"].startswith(
+                f"scheduled keyframe: {count} publications after the full v{since} "
+            )
+            assert count == CONFIG.large_keyframe_every
+    ages = next(line for line in out.splitlines() if "admitted, by age" in line)
+    t = report["trajectories"]
+    assert "over" not in ages
+    assert f"the {t['dropped_at_put'] + t['dropped_at_get']:,} dropped were older than" in ages
 
 
 def test_checks_fail_on_a_bad_install_or_a_too_old_trajectory(report: dict[str, Any]) -> None:

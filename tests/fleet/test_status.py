@@ -54,6 +54,11 @@ def install(version: int, at_s: float) -> InstallResult:
         b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "last_error": 5}',
         b'{"format": "wanrl-s3/worker-status", "worker_id": 7}',
         b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "round_trip_s": NaN}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "failures": {}}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "failures": [[1, 2]]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "failures": [{"count": 1}]}',
+        b'{"format": "wanrl-s3/worker-status", "worker_id": "w", "failures": [{"first_at_s": 1,'
+        b' "last_at_s": 2, "count": 1.5, "message": "x"}]}',
     ],
 )
 def test_a_malformed_status_object_raises_a_status_error(data: bytes) -> None:

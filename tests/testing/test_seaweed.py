@@ -61,6 +61,22 @@ def test_a_second_server_runs_beside_the_first_and_leaves_nothing(s3_endpoint: s
     assert _answers(s3_endpoint)  # the session's server was left alone
 
 
+def test_a_deep_tmpdir_still_starts_and_leaves_no_socket(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unix sockets are limited to 107 bytes of path: a server whose sockets lived in a
+    deep $TMPDIR died at start with a Go stack trace."""
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr("tempfile.tempdir", None)  # re-read $TMPDIR
+    with local_seaweedfs() as server:
+        assert str(server.data_dir).startswith(str(deep))
+        assert _answers(server.endpoint_url)
+        ports = server.ports
+    assert not [p for port in ports for p in Path("/tmp").glob(f"wanrl-seaweedfs-{port}-*.sock")]
+
+
 def test_read_only_keys_read_and_list_but_cannot_write(s3_endpoint: str) -> None:
     bucket = make_bucket(s3_endpoint)
     boto3.client("s3", endpoint_url=s3_endpoint).put_object(Bucket=bucket, Key="k", Body=b"x")

@@ -23,7 +23,7 @@ from ..fleet.bcast import (
     prune_expired,
     read_records,
 )
-from ..fleet.status import read_statuses
+from ..fleet.status import WorkerStatus, read_statuses
 from ..units import count
 from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
 from .held import tell
@@ -78,6 +78,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
+
+
+def _failure_note(s: WorkerStatus, now_s: float) -> str:
+    """The worker's stretches of failures, kept after they end: how many, and the newest."""
+    if not s.failures:
+        return ""
+    last = s.failures[-1]
+    total = count(sum(f.count for f in s.failures), "failure")
+    note = f"  failures: {total} in {count(len(s.failures), 'stretch', 'stretches')}, "
+    if last.ended_at_s is None:
+        return note + f"failing for {now_s - last.first_at_s:.0f} s"
+    took = last.ended_at_s - last.first_at_s
+    ago = now_s - last.ended_at_s
+    return note + f"the last {took:.1f} s long, ended {ago:.0f} s ago: {last.message}"
 
 
 def _fmt(x: float | None) -> str:
@@ -153,6 +167,7 @@ def render(report: FleetReport, now_s: float, *, pruned: bool = False) -> str:
             else "ok"
         )
         state += f"  last error: {s.last_error}" if s.last_error else ""
+        state += _failure_note(s, now_s)
         state += f"  fallback: {s.fallback}" if s.fallback else ""
         version = "-" if s.installed_version is None else f"v{s.installed_version}"
         lines.append(

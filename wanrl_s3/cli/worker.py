@@ -60,7 +60,7 @@ from pathlib import Path
 from ..cdn import CdnReadStore
 from ..errors import StoreError, UsageError
 from ..fetch.install_dir import DirectoryInstaller, make_dir
-from ..fetch.subscriber import Subscriber
+from ..fetch.subscriber import Snapshot, Subscriber
 from ..fetch.watch import Failure, InstallResult, WatchConfig, Watcher, WatchObserver
 from ..fetch.watch.observer import IGNORE
 from ..fleet.status import StatusReporter
@@ -200,6 +200,7 @@ def _watch(
     region = (args.region or "") if choice is None else choice.region
     reporter = StatusReporter(store, worker_id, region)
     _report(reporter.resume, round_trip_s=_round_trip_s(store))
+    observer = _FailuresInStatus(reporter, observer)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -225,6 +226,33 @@ def _watch(
             if failover is not None:
                 failover.close()
     log.info("%s stopped", worker_id)
+
+
+class _FailuresInStatus(WatchObserver):
+    """Tells the status each failure of the background work as it happens (kept in its
+    stretches of failures until the next write), and every event to ``inner`` (metrics).
+
+    The serving loop shows the current failure at most every half second and not
+    while it installs; a failure that came and went in between would be lost."""
+
+    def __init__(self, reporter: StatusReporter, inner: WatchObserver) -> None:
+        self.reporter, self.inner = reporter, inner
+
+    def started(self, watcher: Watcher) -> None:
+        self.inner.started(watcher)
+
+    def polled(self, seconds: float, latest_version: int | None) -> None:
+        self.inner.polled(seconds, latest_version)
+
+    def downloaded(self, snapshot: Snapshot) -> None:
+        self.inner.downloaded(snapshot)
+
+    def installed(self, result: InstallResult) -> None:
+        self.inner.installed(result)
+
+    def failed(self, failure: Failure) -> None:
+        self.reporter.failed(failure.message, failure.at_s)
+        self.inner.failed(failure)
 
 
 def _say_watching(

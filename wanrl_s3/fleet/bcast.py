@@ -161,6 +161,7 @@ class FleetReport:
                     "round_trip_s": w.round_trip_s,
                     "last_error": w.last_error,
                     "last_error_at_s": w.last_error_at_s,
+                    "failures": [f.to_dict() for f in w.failures],
                     "fallback": w.fallback,
                 }
                 for w in self.workers

@@ -8,6 +8,12 @@ failing worker rewrites it at most once per ``failure_interval_s``
 (:meth:`StatusReporter.failing`), so that its status stays fresh without
 hammering the bucket; the next install clears the error.
 
+The error alone would hide an outage of the bucket itself: while it lasts the
+worker cannot write, and the install that follows clears the error. So each
+stretch of failures is also kept as a :class:`FailureSpan` (first and last
+failure, how many, when it ended), which installs do not clear: the next write
+that gets through carries it.
+
 :func:`~wanrl_s3.fleet.bcast.fleet_report` turns those into, per version,
 T_bcast over the workers alive when it was published (see fleet/bcast.py). Idle
 workers rewrite their object every ``HEARTBEAT_S`` so that silence means gone, and
@@ -21,7 +27,9 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
@@ -40,6 +48,50 @@ READ_THREADS = 8  # status objects are small: a fleet's worth is latency-bound G
 MAX_STATUS_BYTES = 4 * MiB  # 64 installs are ~20 KB; an integration's fields fit easily
 FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this often
 HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast.py)
+FAILURE_HISTORY = 16  # failure spans kept per worker, newest last
+TOLD_KEPT = 256  # recent failure times a reporter remembers, to count each failure once
+
+
+@dataclass(frozen=True)
+class FailureSpan:
+    """A stretch of time in which a worker's background work kept failing.
+
+    ``count`` is the failures the worker saw in it (each retry that failed);
+    ``message`` the newest one's; ``ended_at_s`` when the worker saw the work
+    succeed again (None while it lasts). Times are wall-clock seconds.
+    """
+
+    first_at_s: float
+    last_at_s: float
+    count: int
+    message: str
+    ended_at_s: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "first_at_s": self.first_at_s,
+            "last_at_s": self.last_at_s,
+            "count": self.count,
+            "message": self.message,
+            "ended_at_s": self.ended_at_s,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> FailureSpan:
+        if not isinstance(raw, dict):
+            raise ValueError(f"a failure span must be an object, got {raw!r}")
+        first, last = _number(raw, "first_at_s"), _number(raw, "last_at_s")
+        count, message = _number(raw, "count", integer=True), _text(raw, "message")
+        if first is None or last is None or count is None or message is None:
+            raise ValueError(
+                f"a failure span needs first_at_s, last_at_s, count and message, got {sorted(raw)}"
+            )
+        return cls(first, last, count, message, _number(raw, "ended_at_s"))
+
+    def overlaps(self, from_s: float, to_s: float) -> bool:
+        """Whether this span shares any time with ``[from_s, to_s]``."""
+        end = self.ended_at_s if self.ended_at_s is not None else self.last_at_s
+        return self.first_at_s <= to_s and end >= from_s
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +107,7 @@ class WorkerStatus:
     downloaded_bytes_total: int = 0
     last_error: str | None = None
     last_error_at_s: float | None = None  # when last_error happened (wall clock)
+    failures: tuple[FailureSpan, ...] = ()  # stretches of failures, newest last: kept
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
     # Fleet membership (fleet/bcast.py): first start under this id, the spans it was down
     # between restarts, and its measured round trip to the bucket (for the planner).
@@ -94,6 +147,7 @@ class WorkerStatus:
                 "downloaded_bytes_total": self.downloaded_bytes_total,
                 "last_error": self.last_error,
                 "last_error_at_s": self.last_error_at_s,
+                "failures": [f.to_dict() for f in self.failures],
                 "fallback": self.fallback,
                 "started_at_s": self.started_at_s,
                 "absences": [list(a) for a in self.absences],
@@ -122,6 +176,7 @@ class WorkerStatus:
                 downloaded_bytes_total=_number(d, "downloaded_bytes_total", integer=True) or 0,
                 last_error=_text(d, "last_error"),
                 last_error_at_s=_number(d, "last_error_at_s"),
+                failures=tuple(FailureSpan.from_dict(f) for f in _list(d, "failures")),
                 fallback=_text(d, "fallback"),
                 started_at_s=_number(d, "started_at_s"),
                 absences=tuple(_span(a) for a in _list(d, "absences")),
@@ -224,9 +279,17 @@ class StatusReporter:
         self._written_s = -math.inf  # when _write last wrote (monotonic)
         self._failure_written_s: float | None = None  # when failing() last wrote
         self._failure_shown: str | None = None  # the message failing() last wrote
+        self._failures: tuple[FailureSpan, ...] = ()  # apart from status: any thread adds
+        self._told: deque[float] = deque(maxlen=TOLD_KEPT)  # times of failures counted
+        self._failures_lock = threading.Lock()
 
     def installed(self, result: InstallResult, *, extra: Mapping[str, Any] | None = None) -> None:
+        """Record an install. It is the background work succeeding, so it also ends an
+        open stretch of failures: else the status written now would say "failing"
+        until the next write, which an idle worker makes only at its heartbeat."""
         self._failure_shown = None  # the install clears it
+        with self._failures_lock:
+            self._failures = _ended(self._failures, time.time())
         self._write(self.status.with_install(result), extra)
 
     def error(self, message: str, at_s: float | None = None) -> None:
@@ -241,7 +304,15 @@ class StatusReporter:
         ``updated_at_s``, newest message) at most once per ``failure_interval_s``;
         the end of the failure is written under the same limit. An error set
         by :meth:`error` is not cleared here, only by the next install.
+
+        Every call also keeps the stretch of failures (:class:`FailureSpan`) in
+        memory, written or not (see :meth:`failed`); ``None`` ends it.
         """
+        if message is None:
+            with self._failures_lock:
+                self._failures = _ended(self._failures, time.time())
+        else:
+            self.failed(message, at_s)
         if message is None and (
             self._failure_shown is None or self.status.last_error != self._failure_shown
         ):
@@ -255,6 +326,22 @@ class StatusReporter:
         self._failure_written_s, self._failure_shown = now_s, message
         self._write(self.status.with_error(message, at_s))
         return True
+
+    def failed(self, message: str, at_s: float | None = None) -> None:
+        """Count one failure of the background work (at ``at_s``, wall clock) into its
+        stretch of failures, in memory: the next write that gets through carries it.
+
+        Any thread may call it. A worker's watcher observer does, for each failure as
+        it happens, so that one that comes and goes between two :meth:`failing` calls
+        (while the caller is busy installing, say) is counted too; the same failure
+        told twice (same time), in whatever order with others, counts once.
+        """
+        at = time.time() if at_s is None else at_s
+        with self._failures_lock:
+            if at in self._told:
+                return
+            self._told.append(at)
+            self._failures = _with_failure(self._failures, message, at)
 
     def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
         """Start (or restart) under this worker id: keep the previous object's history.
@@ -281,6 +368,8 @@ class StatusReporter:
                 absences=(*old.absences, *gap)[-HISTORY:],
                 extra=old.extra,
             )
+            with self._failures_lock:  # an open stretch ended with the process before
+                self._failures = _ended(old.failures, old.updated_at_s)
         self._write(status)
 
     def heartbeat(self) -> bool:
@@ -305,9 +394,31 @@ class StatusReporter:
     def _write(self, status: WorkerStatus, extra: Mapping[str, Any] | None = None) -> None:
         if extra is not None:
             status = replace(status, extra=dict(extra))
-        self.status = replace(status, updated_at_s=time.time())
+        with self._failures_lock:
+            self.status = replace(status, failures=self._failures, updated_at_s=time.time())
         self._written_s = self._monotonic()
         self.store.put_bytes(self.key, self.status.to_json())
+
+
+def _with_failure(
+    spans: tuple[FailureSpan, ...], message: str, at_s: float
+) -> tuple[FailureSpan, ...]:
+    """``spans`` counting one more failure: into the open stretch, or a new one."""
+    if spans and at_s == spans[-1].last_at_s:
+        return spans  # this failure, told again
+    last = spans[-1] if spans and spans[-1].ended_at_s is None else None
+    if last is None:
+        return (*spans, FailureSpan(at_s, at_s, 1, message))[-FAILURE_HISTORY:]
+    if at_s < last.last_at_s:  # told late: counted, the newer message stays
+        return (*spans[:-1], replace(last, count=last.count + 1))
+    return (*spans[:-1], replace(last, last_at_s=at_s, count=last.count + 1, message=message))
+
+
+def _ended(spans: tuple[FailureSpan, ...], at_s: float) -> tuple[FailureSpan, ...]:
+    """``spans`` with an open last stretch ended at ``at_s``."""
+    if spans and spans[-1].ended_at_s is None:
+        return (*spans[:-1], replace(spans[-1], ended_at_s=max(at_s, spans[-1].last_at_s)))
+    return spans
 
 
 def read_statuses(store: ObjectStore, *, worker_prefix: str = "") -> list[WorkerStatus]:

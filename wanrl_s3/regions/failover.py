@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class FailoverConfig:
+    """When a worker leaves its region: ``max_lag_versions``, the most its region's newest
+    whole version may trail the primary's LATEST (``wanrl-s3 worker --max-lag-versions``);
+    ``check_interval_s``, how often :meth:`RegionFailover.maybe_check` compares them."""
+
     max_lag_versions: int
     check_interval_s: float = 10.0
 
@@ -47,8 +51,14 @@ class FailoverConfig:
 class RegionFailover:
     """Keeps one Watcher on a region that is not too far behind the primary.
 
+    ``home``: the worker's own region (``watcher`` reads it at the start).
     ``subscriber_for(name)`` opens a region's subscriber; they are opened on
     first use and closed by :meth:`close`, after the watcher has stopped.
+    ``order``: the regions to try first when falling back (a
+    :func:`~wanrl_s3.choose_region` result's ``order``); then the primary and the
+    file's order. ``on_switch(region, fallback)`` hears each move (``fallback`` is
+    None when back home). :attr:`serving` is the region read now, :attr:`fallback`
+    why it is not ``home``.
     """
 
     def __init__(

@@ -3,6 +3,9 @@
 - :func:`local_s3` starts a real S3 server (SeaweedFS, :func:`local_seaweedfs`) on a
   local address; :func:`make_bucket` makes a bucket on it; :data:`CREDENTIALS` are the
   placeholder keys it accepts (:data:`READ_ONLY_CREDENTIALS` may only read).
+  :func:`local_seaweed_cluster` starts SeaweedFS as a cluster instead (a master, replicated
+  volume servers, a filer, an S3 gateway; each :class:`Placement` may be its own network
+  namespace), whose components a test kills and starts again (:class:`SeaweedCluster`).
   :func:`local_moto` starts moto's mock instead, for what a real server cannot give here.
 - synthetic policies from a seed: :func:`llama_like_layout` (or :func:`dims_for_params`
   for a size) lays out a LLaMA-shaped model, :func:`random_bf16_state` fills it,
@@ -50,6 +53,9 @@ _PUBLIC: dict[str, str] = {
     "SeaweedFS": ".seaweed",
     "free_port_pair": ".seaweed",
     "local_seaweedfs": ".seaweed",
+    "Placement": ".seaweed_cluster",
+    "SeaweedCluster": ".seaweed_cluster",
+    "local_seaweed_cluster": ".seaweed_cluster",
     "AdamConfig": ".synthetic",
     "LlamaDims": ".synthetic",
     "SyntheticPolicy": ".synthetic",
@@ -87,6 +93,9 @@ if TYPE_CHECKING:
     from .seaweed import SeaweedFS as SeaweedFS
     from .seaweed import free_port_pair as free_port_pair
     from .seaweed import local_seaweedfs as local_seaweedfs
+    from .seaweed_cluster import Placement as Placement
+    from .seaweed_cluster import SeaweedCluster as SeaweedCluster
+    from .seaweed_cluster import local_seaweed_cluster as local_seaweed_cluster
     from .synthetic import AdamConfig as AdamConfig
     from .synthetic import LlamaDims as LlamaDims
     from .synthetic import SyntheticPolicy as SyntheticPolicy

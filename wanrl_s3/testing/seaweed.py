@@ -34,10 +34,11 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 from ..errors import UsageError
 
@@ -83,8 +84,14 @@ class SeaweedFS:
             resp.read()
 
 
+class GrowsVolumes(Protocol):
+    """A SeaweedFS this process started: :func:`~.endpoint.make_bucket` grows a bucket's volume."""
+
+    def grow_volume(self, bucket: str) -> None: ...
+
+
 #: The servers this process started, by S3 endpoint URL (so make_bucket can grow volumes).
-RUNNING: dict[str, SeaweedFS] = {}
+RUNNING: dict[str, GrowsVolumes] = {}
 
 
 def weed_binary() -> str:
@@ -175,9 +182,15 @@ def _argv(
         "-webdav=false", "-admin.ui=false", "-master.telemetry=false",  # nothing leaves
         f"-volume.max={_MAX_VOLUMES}", f"-s3.config={config}",
         "-s3.autoCreateBucket=false",  # a missing bucket is an error, as on S3
-        f"-filer.localSocket={data_dir / 'filer.sock'}",
-        f"-s3.localSocket={data_dir / 's3.sock'}",
+        f"-filer.localSocket={_local_socket(ports['s3'], 'filer')}",
+        f"-s3.localSocket={_local_socket(ports['s3'], 's3')}",
     ]  # fmt: skip
+
+
+def _local_socket(s3_port: int, component: str) -> Path:
+    """A Unix socket's path in /tmp, named by port: a path in a deep $TMPDIR would pass
+    the kernel's 107-byte limit and SeaweedFS would die with a Go stack trace."""
+    return Path("/tmp") / f"wanrl-seaweedfs-{s3_port}-{component}.sock"
 
 
 def _identities() -> dict[str, object]:
@@ -196,8 +209,11 @@ def _identities() -> dict[str, object]:
     }
 
 
-def _free_ports(ip_address: str, *, fixed_s3: int | None) -> dict[str, int]:
-    """A port per component, each with its port + 10000 free too."""
+def _free_ports(
+    ip_address: str, *, fixed_s3: int | None, names: tuple[str, ...] = _COMPONENTS
+) -> dict[str, int]:
+    """A port per component of ``names``, each with its port + 10000 free too, and no
+    gRPC socket of another SeaweedFS in /tmp named by it."""
     rng = random.Random()
     chosen: dict[str, int] = {}
     if fixed_s3 is not None:
@@ -207,10 +223,18 @@ def _free_ports(ip_address: str, *, fixed_s3: int | None) -> dict[str, int]:
                 "SeaweedFS needs both (the second for gRPC)"
             )
         chosen["s3"] = fixed_s3
-    for name in (n for n in _COMPONENTS if n not in chosen):
+    for name in (n for n in names if n not in chosen):
         taken = {p + d for p in chosen.values() for d in (0, _GRPC_OFFSET)}
         candidates = (rng.randint(*_PORT_RANGE) for _ in range(200))
-        port = next((p for p in candidates if p not in taken and _pair_free(ip_address, p)), None)
+        port = next(
+            (
+                p
+                for p in candidates
+                if p not in taken and p + _GRPC_OFFSET not in taken
+                and not _grpc_sockets(p) and _pair_free(ip_address, p)
+            ),
+            None,
+        )  # fmt: skip
         if port is None:
             raise UsageError(f"no two free ports 10000 apart in {_PORT_RANGE} on {ip_address}")
         chosen[name] = port
@@ -239,30 +263,44 @@ def _wait_ready(server: SeaweedFS, proc: subprocess.Popen[bytes], timeout_s: flo
     logs it and exits a moment later, while that other process (another
     SeaweedFS, say) would answer the request in its place.
     """
-    import boto3
-    import botocore.exceptions
-
-    client = boto3.client(
-        "s3",
-        endpoint_url=server.endpoint_url,
-        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
-        config=botocore.config.Config(retries={"total_max_attempts": 1}, connect_timeout=2),
-    )
+    client = s3_client(server.endpoint_url)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             tail = (server.data_dir / "weed.log").read_text(errors="replace")[-600:].strip()
             raise UsageError(f"SeaweedFS exited with status {proc.returncode} on start: {tail}")
-        try:
-            if _listens(proc.pid, int(server.endpoint_url.rsplit(":", 1)[1])):
-                client.list_buckets()
-                return
-        except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
-            pass
+        if _listens(proc.pid, int(server.endpoint_url.rsplit(":", 1)[1])) and answers(client):
+            return
         time.sleep(0.1)
     raise UsageError(f"SeaweedFS did not answer at {server.endpoint_url} within {timeout_s:g} s")
+
+
+def s3_client(endpoint_url: str) -> Any:
+    """A client with :data:`CREDENTIALS` that tries each request once (readiness probes)."""
+    import boto3
+    import botocore.config
+
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        region_name=CREDENTIALS["AWS_DEFAULT_REGION"],
+        config=botocore.config.Config(
+            retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5
+        ),
+    )
+
+
+def answers(client: Any) -> bool:
+    """Whether the gateway answers a signed request (a listing of the buckets) now."""
+    import botocore.exceptions
+
+    try:
+        client.list_buckets()
+    except (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError):
+        return False
+    return True
 
 
 def _listens(pid: int, port: int) -> bool:
@@ -287,14 +325,30 @@ def _listens(pid: int, port: int) -> bool:
 def _stop(proc: subprocess.Popen[bytes], ports: tuple[int, ...]) -> None:
     """Kill at once: its data is a temporary folder removed next, and a graceful
     stop takes SeaweedFS 17 to 27 s (measured here). Then remove the gRPC
-    sockets it made in /tmp (a fixed folder, named by port, not $TMPDIR)."""
+    sockets it made in /tmp (a fixed folder, named by port, not $TMPDIR) and its
+    local sockets (:func:`_local_socket`)."""
     with contextlib.suppress(ProcessLookupError):
         proc.kill()
     proc.wait()
+    remove_grpc_sockets(ports)
+
+
+def _grpc_sockets(port: int) -> list[Path]:
+    """The gRPC sockets SeaweedFS makes in /tmp for a component on ``port``."""
+    return [
+        p
+        for p in Path("/tmp").glob(f"seaweedfs-*-grpc-{port + _GRPC_OFFSET}.sock")
+        if p.is_socket()
+    ]
+
+
+def remove_grpc_sockets(ports: Iterable[int]) -> None:
+    """Remove what SeaweedFS components on ``ports`` left in /tmp (once they are gone)."""
     for port in ports:
-        for path in Path("/tmp").glob(f"seaweedfs-*-grpc-{port + _GRPC_OFFSET}.sock"):
-            if path.is_socket():
-                path.unlink(missing_ok=True)
+        for path in _grpc_sockets(port):
+            path.unlink(missing_ok=True)
+        for component in ("filer", "s3"):
+            _local_socket(port, component).unlink(missing_ok=True)
 
 
 def _die_with_parent() -> Callable[[], None] | None:
