@@ -42,6 +42,7 @@ test-slow: $(FULL)
 	$(BIN)/python -m pytest -q -m slow
 
 bench: $(FULL)
+	$(PIP) -c requirements/constraints.txt -e '.[dev,verl,bench]'
 	$(BIN)/python benchmarks/run_all.py
 
 bench-wan: $(FULL)

@@ -1,20 +1,27 @@
-"""Publish and pull throughput against a moto S3 server, next to s5cmd moving the same bytes.
+"""Publish and pull throughput against SeaweedFS, next to s5cmd moving the same bytes.
 
-    .venv/bin/python benchmarks/transfer.py [--gib 1] [--repeat 3]
+    .venv/bin/python benchmarks/transfer.py [--gib 1] [--repeat 3] [--server seaweedfs|moto]
 
-Everything talks to one moto server (its own process, 127.0.0.1) in the same run.
-wanrl-s3 publishes a safetensors snapshot of random bf16 tensors (nothing
-compresses) in 64 MiB payload objects and pulls it back into a file with every
-tensor hash-verified. s5cmd moves the same bytes twice: as the one file, and cut
-into the same 64 MiB objects (moto copies a whole object for every ranged GET and
-for every multipart completion, so object size matters on this server; the second
-layout is the like-for-like comparison). Best of ``--repeat`` runs each.
+Everything talks to one S3 server on 127.0.0.1 (SeaweedFS, a real S3 server; moto
+with ``--server moto``, the server of the older figures). wanrl-s3 publishes a
+safetensors snapshot of random bf16 tensors (nothing compresses) in 64 MiB
+payload objects and pulls it back into a file with every tensor hash-verified.
+s5cmd moves the same bytes twice: as the one file, and cut into the same 64 MiB
+objects (the like-for-like layout: moto copies a whole object for every ranged GET
+and every multipart completion, so object size matters there). The three take
+turns, ``--repeat`` rounds; the table gives each one's median MB/s with the
+lowest and highest round, and the ratio to the faster s5cmd layout in the same
+round (median, lowest-highest): on a loaded machine the absolute figures swing,
+the ratios within a round much less.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,6 +30,7 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+import blake3
 import ml_dtypes
 import numpy as np
 
@@ -35,7 +43,7 @@ from wanrl_s3 import (
     pull_to_file,
     write_file,
 )
-from wanrl_s3.testing import local_moto, make_bucket
+from wanrl_s3.testing import local_moto, local_s3, make_bucket
 
 MiB = 2**20
 OBJECT_BYTES = PublishConfig().object_bytes
@@ -85,16 +93,65 @@ def checksum_s(src: Path, repeat: int) -> tuple[str, float]:
         for piece in pieces:
             crc(piece)
 
-    return name, best_s(all_pieces, repeat)
+    return name, min(timed_s(lambda: all_pieces(0)) for _ in range(repeat))
 
 
-def best_s(fn: Callable[[int], None], repeat: int) -> float:
-    times = []
-    for i in range(repeat):
-        t = time.perf_counter()
-        fn(i)
-        times.append(time.perf_counter() - t)
-    return min(times)
+def blake3_cpu_s(tensors: dict[str, np.ndarray], repeat: int) -> float:
+    """The CPU seconds of the BLAKE3 of every tensor: what a publish hashes for its
+    manifest and a pull verifies, and s5cmd does not do. The same library call
+    (``blake3``, threaded as wanrl-s3 calls it), timed alone, the least of ``repeat``."""
+
+    def hash_all() -> None:
+        for arr in tensors.values():
+            blake3.blake3(arr.view(np.uint8).reshape(-1), max_threads=blake3.blake3.AUTO)
+
+    runs = []
+    for _ in range(repeat):
+        start = cpu_s()
+        hash_all()
+        runs.append(cpu_s() - start)
+    return min(runs)
+
+
+def timed_s(fn: Callable[[], None]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def cpu_s() -> float:
+    """CPU seconds (user + sys) of this process and its finished children (s5cmd)."""
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def server_cpu_s() -> float:
+    """CPU seconds of this process's running children: the S3 server (weed or moto)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == os.getpid():  # the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+    return total
+
+
+def timed(fn: Callable[[], None]) -> tuple[float, float, float]:
+    """(wall seconds, client CPU seconds, server CPU seconds) of ``fn``."""
+    cpu, server = cpu_s(), server_cpu_s()
+    wall = timed_s(fn)
+    return wall, cpu_s() - cpu, server_cpu_s() - server
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
 
 
 def main() -> None:
@@ -102,15 +159,21 @@ def main() -> None:
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--server", choices=["seaweedfs", "moto"], default="seaweedfs")
     args = ap.parse_args()
     s5cmd = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
     work = Path(tempfile.mkdtemp(prefix="wanrl-bench-"))
+    names = ["wanrl-s3", "s5cmd, one file", f"s5cmd, {OBJECT_BYTES // MiB} MiB objects"]
+    up_s: dict[str, list[float]] = {n: [] for n in names}
+    down_s: dict[str, list[float]] = {n: [] for n in names}
+    cpu: dict[str, list[tuple[float, ...]]] = {n: [] for n in names}  # client up, down, server
+    load = [os.getloadavg()[0]]
     try:
         src = work / "snapshot.safetensors"
         nbytes = make_snapshot(src, args.gib)
         split(src, work / "pieces", OBJECT_BYTES)
         tensors = dict(SafetensorsFile(src).items())
-        with local_moto() as endpoint:
+        with local_moto() if args.server == "moto" else local_s3() as endpoint:
             bucket = make_bucket(endpoint, "bench")
             store = open_store(f"s3://{bucket}/wanrl", endpoint_url=endpoint)
             cfg = PublishConfig(delta="never", concurrency=args.concurrency)
@@ -122,59 +185,78 @@ def main() -> None:
                     stdout=subprocess.DEVNULL,
                 )
 
-            def ours_pull(i: int) -> None:
+            Timing = tuple[tuple[float, float, float], ...]  # (wall, CPU, server CPU): up, down
+
+            def ours(version: int) -> Timing:
+                up = timed(lambda: Publisher(store, cfg).publish(tensors, version))
                 with Subscriber(store, concurrency=args.concurrency) as sub:
-                    pull_to_file(sub, work / "ours.safetensors", i + 1)
+                    down = timed(lambda: pull_to_file(sub, work / "ours.safetensors", version))
+                (work / "ours.safetensors").unlink()
+                store.delete([o.key for o in store.list()])  # the server's disk: one at a time
+                return up, down
 
-            def s5_pull(remote: str, local: Path) -> None:
-                s5("cp", remote, str(local))
-                shutil.rmtree(local) if local.is_dir() else local.unlink()
+            def s5_both(local: str, remote: str, back: Path) -> Timing:
+                """Up, back (a prefix's objects when ``remote`` ends with /*), removed."""
+                up = timed(lambda: s5("cp", local, remote.removesuffix("*")))
+                down = timed(lambda: s5("cp", remote, str(back)))
+                shutil.rmtree(back) if back.is_dir() else back.unlink()
+                s5("rm", remote)
+                return up, down
 
-            rows = {
-                "wanrl-s3": (
-                    best_s(lambda i: Publisher(store, cfg).publish(tensors, i + 1), args.repeat),
-                    best_s(ours_pull, args.repeat),
+            runs: dict[str, Callable[[int], Timing]] = {
+                names[0]: lambda i: ours(i + 1),
+                names[1]: lambda i: s5_both(
+                    str(src), f"s3://{bucket}/one/{i}/s.bin", work / "one.bin"
                 ),
-                "s5cmd, one file": (
-                    best_s(
-                        lambda i: s5("cp", str(src), f"s3://{bucket}/one/{i}/s.bin"), args.repeat
-                    ),
-                    best_s(
-                        lambda i: s5_pull(f"s3://{bucket}/one/{i}/s.bin", work / "one.bin"),
-                        args.repeat,
-                    ),
-                ),
-                f"s5cmd, {OBJECT_BYTES // MiB} MiB objects": (
-                    best_s(
-                        lambda i: s5("cp", f"{work / 'pieces'}/*", f"s3://{bucket}/obj/{i}/"),
-                        args.repeat,
-                    ),
-                    best_s(
-                        lambda i: s5_pull(f"s3://{bucket}/obj/{i}/*", work / "obj"), args.repeat
-                    ),
+                names[2]: lambda i: s5_both(
+                    f"{work / 'pieces'}/*", f"s3://{bucket}/obj/{i}/*", work / "obj"
                 ),
             }
+            for i in range(args.repeat):
+                for name in names[i % 3 :] + names[: i % 3]:  # none always goes first
+                    (up, up_cpu, up_srv), (down, down_cpu, down_srv) = runs[name](i)
+                    up_s[name].append(up)
+                    down_s[name].append(down)
+                    cpu[name].append((up_cpu, down_cpu, up_srv, down_srv))
+            load.append(os.getloadavg()[0])
         crc_name, crc_s = checksum_s(src, args.repeat)
+        hash_cpu_s = blake3_cpu_s(tensors, args.repeat)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     mb = nbytes / 1e6
     print(
-        f"snapshot: {nbytes / 2**30:.2f} GiB of random bf16, moto_server on 127.0.0.1, "
-        f"best of {args.repeat}"
+        f"snapshot: {nbytes / 2**30:.2f} GiB of random bf16, {args.server} on 127.0.0.1, "
+        f"{args.repeat} rounds; load average {load[0]:.1f} -> {load[-1]:.1f} "
+        f"on {os.cpu_count()} cores"
     )
-    print(f"{'':<24} {'publish MB/s':>12} {'pull MB/s':>10}")
-    for name, (up, down) in rows.items():
-        print(f"{name:<24} {mb / up:>12.0f} {mb / down:>10.0f}")
-    ours_up, ours_down = rows["wanrl-s3"]
-    fastest_up = min(up for name, (up, _) in rows.items() if name != "wanrl-s3")
-    fastest_down = min(down for name, (_, down) in rows.items() if name != "wanrl-s3")
+    gb = nbytes / 1e9
+    print("| | publish MB/s, median (min-max) | pull MB/s | CPU s/GB, publish: client, server "
+          "| pull: client, server |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name in names:
+        up = [mb / t for t in up_s[name]]
+        down = [mb / t for t in down_s[name]]
+        c = [statistics.median(row[k] for row in cpu[name]) / gb for k in range(4)]
+        print(f"| {name} | {spread(up, 0)} | {spread(down, 0)} | {c[0]:.2f}, {c[2]:.2f} "
+              f"| {c[1]:.2f}, {c[3]:.2f} |")  # fmt: skip
+    best_up = [min(up_s[n][i] for n in names[1:]) for i in range(args.repeat)]
+    best_down = [min(down_s[n][i] for n in names[1:]) for i in range(args.repeat)]
     print(
-        f"wanrl-s3 / fastest s5cmd: publish {fastest_up / ours_up:.2f}x, "
-        f"pull {fastest_down / ours_down:.2f}x"
+        "| wanrl-s3 / faster s5cmd, per round | "
+        f"{spread([b / t for b, t in zip(best_up, up_s[names[0]], strict=True)])} | "
+        f"{spread([b / t for b, t in zip(best_down, down_s[names[0]], strict=True)])} | | |"
     )
+    ours_up_s = statistics.median(up_s[names[0]])
     print(
         f"upload checksums ({crc_name} of every object): {crc_s:.2f} s, "
-        f"{100 * crc_s / ours_up:.1f}% of wanrl-s3's publish time"
+        f"{100 * crc_s / ours_up_s:.1f}% of wanrl-s3's publish time"
+    )
+    hash_gb = hash_cpu_s / gb
+    up_cpu, down_cpu = (statistics.median(row[k] for row in cpu[names[0]]) / gb for k in range(2))
+    print(
+        f"BLAKE3 of every tensor (publish hashes, pull verifies; s5cmd does neither): "
+        f"{hash_gb:.2f} CPU s/GB; wanrl-s3's client CPU without it: "
+        f"publish {up_cpu - hash_gb:.2f}, pull {down_cpu - hash_gb:.2f} s/GB"
     )
 
 

@@ -12,8 +12,6 @@ import socket
 import threading
 from urllib.parse import urlsplit
 
-import pytest
-
 from tests.cloud_emulators import az_url, azurite_connection, gcs_endpoint, gs_url
 from wanrl_s3.store import ObjectStore, RetryPolicy, open_store
 from wanrl_s3.store.retry import FakeClock
@@ -110,11 +108,6 @@ def test_gs_resumes_a_dropped_connection_from_the_last_byte(gs_url: str, gcs_end
     _resumes_from_the_last_byte(gs_url, direct, gcs_endpoint)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="azure-storage-blob's downloader buffers the whole range and retries it from its "
-    "start, up to 3 times with a real 1 s sleep, before our layer sees the failure",
-)
 def test_az_resumes_a_dropped_connection_from_the_last_byte(
     az_url: str, azurite_connection: str
 ) -> None:

@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 import azure.core.exceptions as ax
 from azure.core import MatchConditions
+from azure.core.rest import HttpRequest
 from azure.storage.blob import BlobBlock, BlobServiceClient, ContentSettings
 
 from ..errors import (
@@ -38,14 +39,29 @@ from ..errors import (
 )
 from ..format.layout import cache_control
 from .retry import THROTTLE_STATUSES, RetryPolicy
+from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
 
 T = TypeVar("T")
 
-_BIG_GET_BYTES = 256 * 2**20  # one GET per ranged read (the SDK would split at 4 MiB)
+_BIG_GET_BYTES = 256 * 2**20  # one GET per whole-object read (the SDK would split at 4 MiB)
 _COPY_POLL_S = 0.2
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_STATUS_ERRORS: dict[int, type[ax.HttpResponseError]] = {
+    401: ax.ClientAuthenticationError,  # the SDK maps both to this
+    403: ax.ClientAuthenticationError,
+    404: ax.ResourceNotFoundError,
+}
+
+
+def _status_error(response: Any) -> ax.HttpResponseError:
+    """The SDK's exception for an error response (as its own operations raise them)."""
+    response.read()  # the small error body: the connection can be reused
+    kind = _STATUS_ERRORS.get(response.status_code, ax.HttpResponseError)
+    error = kind(response=response)
+    error.error_code = response.headers.get("x-ms-error-code")  # type: ignore[attr-defined]
+    return error
 
 
 def _settings(key: str) -> ContentSettings:
@@ -85,6 +101,9 @@ class AzureBlobStore(MarkedUploads):
         self.account = self.account or service.account_name
         self._service = service
         self._container = service.get_container_client(container)
+        # Ranged reads go through the SDK's pipeline itself (see _read_into).
+        self._pipeline = self._container._pipeline
+        self._api_version = str(self._container.api_version)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> Self:
@@ -187,17 +206,36 @@ class AzureBlobStore(MarkedUploads):
         return self._call(f"GET {key}", download)
 
     def _read_into(self, key: str, offset: int, buf: memoryview) -> int:
-        blob = self._blob(key)
-        return self._sink_read(
-            key,
-            buf,
-            lambda sink: self._call(
-                f"GET {key}",
-                lambda: blob.download_blob(
-                    offset=offset, length=len(buf), max_concurrency=1
-                ).readinto(sink),
+        """One ranged GET through the SDK's pipeline, its body read into ``buf``.
+
+        Not ``download_blob``: the SDK's downloader holds the whole range, joins
+        its chunks and copies them out (4 copies of every byte in Python, an
+        object per MiB), which held az:// pulls at a quarter of other libraries'
+        speed on a loaded machine (profiles in docs/benchmarks.md); and it
+        retries a broken range from its start. Here the request goes through the
+        client's own pipeline (credentials, API version, transport and its
+        connection pool), the body lands in ``buf`` in one copy, and a broken
+        stream reports the bytes that arrived, so :meth:`read_into` resumes there.
+        """
+        end = offset + len(buf) - 1
+        request = HttpRequest(
+            "GET",
+            self._blob(key).url,
+            headers={"x-ms-range": f"bytes={offset}-{end}", "x-ms-version": self._api_version},
+        )
+        response = self._call(
+            f"GET {key}",
+            lambda: ranged_response(
+                self._pipeline.run(request, stream=True).http_response,
+                offset,
+                len(buf),
+                self.url,
+                _status_error,
             ),
         )
+        if response is None:
+            return 0  # past the end: the caller asks how long the object really is
+        return self._body_into(f"GET {key}", getattr(response.internal_response, "raw", None), buf)
 
     def _put(
         self, key: str, data: bytes, *, if_none_match: bool = False, if_match: str | None = None

@@ -1,35 +1,100 @@
-"""A file-like that writes into a fixed buffer, for SDKs that download into a stream.
+"""Response bodies landing in the caller's buffer: one copy, and a count of what arrived.
 
-The vendor SDKs (google-cloud-storage, azure-storage-blob) write a ranged read
-into a file object; this one copies each chunk straight into the caller's
-buffer (one copy, as with boto3's chunked path) and counts what arrived, so a
-stream that breaks after some bytes still reports them and the read resumes
-after the last byte instead of starting over.
+Every backend sends its ranged GETs through its SDK's own HTTP stack (boto3's
+client, azure-core's pipeline, google-auth's session: credentials, connection
+pool, timeouts), and every one of those stacks is requests/urllib3 over
+http.client. :func:`read_socket_into` reads the body from the socket straight
+into the buffer (``readinto``): one copy from the kernel into the tensor's
+memory, no chunk objects. The SDKs' own downloaders cost three to five copies
+and an object per chunk; on a loaded machine that CPU is what held a pull back
+(profiles in docs/benchmarks.md, "Object-store libraries"). The count of bytes
+that arrived survives a broken stream, so the read resumes after the last byte
+instead of starting over.
 """
 
 from __future__ import annotations
 
+import http.client
+from collections.abc import Callable
+from typing import Any
+
+import urllib3.exceptions
+
 from ..errors import StoreError
+from ..units import MiB
+
+#: What a body read from a socket raises when the connection breaks or stalls.
+SOCKET_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # reset, timeout (TimeoutError is an OSError)
+    http.client.HTTPException,
+    urllib3.exceptions.HTTPError,
+)
+_CHUNK_BYTES = MiB  # per readinto: a broken connection loses at most this much
 
 
-class BufferSink:
-    def __init__(self, buf: memoryview) -> None:
-        self.buf = buf
-        self.done = 0
+class StreamBroke(Exception):
+    """The body stopped early; ``done`` bytes of it are already in the buffer."""
 
-    def write(self, data: bytes | memoryview) -> int:
-        n = len(data)
-        if self.done + n > len(self.buf):
-            raise StoreError(f"the server sent more than the {len(self.buf)} bytes asked for")
-        self.buf[self.done : self.done + n] = data
-        self.done += n
-        return n
+    def __init__(self, done: int) -> None:
+        super().__init__(done)
+        self.done = done
 
-    def writable(self) -> bool:
-        return True
 
-    def tell(self) -> int:
-        return self.done
+def read_socket_into(raw: Any, buf: memoryview) -> int | None:
+    """Read a urllib3 response's body into ``buf``; the bytes read, or None if it cannot.
 
-    def flush(self) -> None:
+    None where ``raw`` is not a urllib3 response over http.client (another
+    transport): the caller copies chunks instead. Fewer bytes than ``len(buf)``
+    when the body ends early; :class:`StreamBroke` (with the count) when the
+    connection fails. The connection goes back to the pool only once the body
+    was read to its end (http.client closed its file), so no unread byte is left
+    on a connection that the next request would use.
+    """
+    fp: Any = getattr(raw, "_fp", None)
+    if not (hasattr(fp, "readinto") and hasattr(fp, "isclosed") and hasattr(raw, "release_conn")):
         return None
+    done = 0
+    try:
+        while done < len(buf):
+            n = fp.readinto(buf[done : done + _CHUNK_BYTES])
+            if not n:
+                break
+            done += n
+    except SOCKET_ERRORS as exc:
+        _drop(raw)
+        raise StreamBroke(done) from exc
+    if fp.isclosed():
+        raw.release_conn()  # the body is consumed: the connection can be reused
+    else:
+        _drop(raw)  # bytes past the buffer: never reuse that connection
+    return done
+
+
+def ranged_response(
+    response: Any, offset: int, length: int, where: str, error_of: Callable[[Any], Exception]
+) -> Any | None:
+    """A ranged GET's response (requests' or azure-core's) if it holds the bytes asked for.
+
+    None past the object's end (416). Any status but 206 is raised as the SDK's
+    own exception, ``error_of(response)``. A 206 whose range is not the one asked
+    for (a proxy or a server bug) is refused: its body would land at the wrong
+    place in the tensor.
+    """
+    if response.status_code == 416:
+        response.close()
+        return None
+    if response.status_code != 206:
+        raise error_of(response)
+    served = str(response.headers.get("content-range", "")).partition(" ")[2].partition("/")[0]
+    if served.partition("-")[0] != str(offset) or (
+        int(response.headers.get("content-length", -1)) > length
+    ):
+        response.close()
+        raise StoreError(f"{where}: asked for {length} bytes from {offset}, got bytes {served}")
+    return response
+
+
+def _drop(raw: Any) -> None:
+    """Close the connection and give its slot back (the pool opens a new one next time)."""
+    raw.close()
+    raw.release_conn()

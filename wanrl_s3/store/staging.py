@@ -16,13 +16,13 @@ import abc
 import builtins
 import contextlib
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..errors import NotFoundError, StoreError, TransientStoreError, UsageError
 from .retry import RetryPolicy
-from .sink import BufferSink
+from .sink import StreamBroke, read_socket_into
 from .spec import ObjectInfo, ObjectStore, PendingUpload
 
 UPLOADS_PREFIX = ".uploads/"
@@ -102,21 +102,21 @@ class MarkedUploads(ObjectStore):
         with contextlib.suppress(NotFoundError):
             self._delete_one(key)
 
-    def _sink_read(self, what: str, buf: memoryview, fill: Callable[[BufferSink], object]) -> int:
-        """Run ``fill`` (one ranged GET into a sink); a broken stream keeps what arrived.
+    def _body_into(self, what: str, raw: Any, buf: memoryview) -> int:
+        """Read a ranged GET's body (its urllib3 response) into ``buf``; the bytes that arrived.
 
-        A range past the end (``fill`` raises :class:`PastTheEnd`) reads nothing:
-        the caller then asks how long the object really is.
+        A stream that breaks keeps what arrived (the caller resumes after the
+        last byte); TransientStoreError if nothing did.
         """
-        sink = BufferSink(buf)
         try:
-            fill(sink)
-        except PastTheEnd:
-            return 0
-        except TransientStoreError:
-            if sink.done == 0:
-                raise
-        return sink.done  # the caller resumes after the last byte
+            done = read_socket_into(raw, buf)
+        except StreamBroke as broke:
+            if broke.done == 0:
+                raise TransientStoreError(f"{self.url}: {what}: {broke.__cause__}") from broke
+            return broke.done
+        if done is None:
+            raise StoreError(f"{self.url}: {what}: reads need the SDK's requests transport")
+        return done
 
     def _list(self, prefix: str) -> Iterator[ObjectInfo]:
         return (o for o in self._list_all(prefix) if not is_internal(o.key))

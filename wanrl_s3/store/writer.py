@@ -53,25 +53,35 @@ class ObjectWriter:
         self._slots = self.slots
 
     def write(self, data: memoryview | bytes) -> None:
-        """Append ``data``; every full part goes out on the executor as soon as it fills."""
+        """Append ``data``; every full part goes out on the executor as soon as it fills.
+
+        A part that lies whole in ``data`` is copied once, straight into the bytes
+        that are sent; only the bytes of a part that spans calls are gathered first.
+        """
         view = memoryview(data).cast("B")
         self.bytes_written += len(view)
         if not self.store.supports_multipart:
             self._buf += view  # one PUT on close: the whole object is held until then
             return
         while len(view):
+            if not self._buf and len(view) > self.part_bytes:  # more follows: a part for sure
+                self._flush_part(bytes(view[: self.part_bytes]))
+                view = view[self.part_bytes :]
+                continue
             room = self.part_bytes - len(self._buf)
             self._buf += view[:room]
             view = view[room:]
             if len(self._buf) == self.part_bytes and len(view):
                 self._flush_part()
 
-    def _flush_part(self) -> None:
+    def _flush_part(self, data: bytes | None = None) -> None:
+        """Send ``data`` (or the bytes gathered so far) as the next part."""
         if self._upload_id is None:
             self._upload_id = self.store.retry.call(
                 lambda: self.store._mpu_create(self.key), f"CREATE upload {self.key}"
             )
-        data, self._buf = bytes(self._buf), bytearray()
+        if data is None:
+            data, self._buf = bytes(self._buf), bytearray()
         number = len(self._parts) + 1
         self._slots.acquire()  # bounds memory: at most max_in_flight parts held
         try:
