@@ -37,10 +37,17 @@ from fleet_sim_calibrate import load_run, predict
 from fleet_sim_model import MAIN_ROUTES, ROUTES, FleetSim, SimConfig, Version
 from fleet_sim_report import print_table, route_report
 
-from wanrl_s3 import UsageError, WatchConfig
+from wanrl_s3 import RetryPolicy, UsageError, WatchConfig
 from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink, load_prices, parse_fleet
 
 MAX_WORKERS = 100_000
+#: How a refused request retries: the product's budget for throttled requests, or the
+#: transient failure's (what the product did before throttling had a budget of its own).
+THROTTLED_RETRY = {
+    "product": RetryPolicy(),
+    "transient": RetryPolicy(throttled_attempts=6, throttled_base_delay_s=0.2,
+                             throttled_max_delay_s=10.0),
+}  # fmt: skip
 
 
 class Parser(argparse.ArgumentParser):
@@ -105,6 +112,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--start-jitter-s", type=NON_NEGATIVE, default=0.0, help="U(0, J) before a fetch"
     )
     g.add_argument("--request-mib", type=POSITIVE, default=8.0, help="a ranged GET (default 8)")
+    g.add_argument(
+        "--throttled-retry",
+        choices=("product", "transient"),
+        default="product",
+        help="a refused request retries as RetryPolicy retries a throttled one (product: 12 "
+        "tries, 1 s doubling to 20 s) or as a transient failure (6 tries from 0.2 s)",
+    )
     g.add_argument("--batch-requests", type=COUNT, default=16, help="parts simulated per event")
     g.add_argument("--window-s", type=POSITIVE, default=1.0, help="rate-limit window")
     g.add_argument("--relay-poll-s", type=POSITIVE, default=5.0)
@@ -172,6 +186,7 @@ def sim_config(args: argparse.Namespace, route: str) -> SimConfig:
         cdn_edges=args.cdn_edges, edge_fill_mbps=args.edge_fill_mbps,
         crash_per_hour=args.crash_per_hour, restart_s=args.restart_s,
         replace_share=args.replace_share, start_held=args.start_held, seed=args.seed,
+        retry=THROTTLED_RETRY[args.throttled_retry],
     )  # fmt: skip
 
 
@@ -212,7 +227,8 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         **{k: getattr(args, k) for k in (
             "params", "full_ratio", "density", "deltas", "cadence_s", "poll_interval_s",
             "payload_prefixes", "start_jitter_s", "request_mib", "crash_per_hour",
-            "replace_share", "seed", "start_held", "down_mbit", "rtt_ms", "request_ms")},
+            "replace_share", "seed", "start_held", "down_mbit", "rtt_ms", "request_ms",
+            "throttled_retry")},
     }  # fmt: skip
     i = report["inputs"]
     report["headline"] = (
@@ -221,7 +237,8 @@ def simulate(args: argparse.Namespace) -> dict[str, Any]:
         f"GB, {args.deltas} deltas of {args.params * 2 * args.density / 1e9:.2f} GB every "
         f"{args.cadence_s:g} s; poll {args.poll_interval_s:g} s; limit "
         f"{'none' if i['read_limit_per_s'] is None else f'{limit:,.0f}/s'} per prefix; "
-        f"{args.payload_prefixes} payload prefix(es), start jitter {args.start_jitter_s:g} s"
+        f"{args.payload_prefixes} payload prefix(es), start jitter {args.start_jitter_s:g} s, "
+        f"a refused request retried as a {args.throttled_retry} one"
     )
     return report
 

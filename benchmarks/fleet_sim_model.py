@@ -10,20 +10,24 @@ the commit to its install. Each part, and what it is modelled on:
 * **regions** (``replicate``: the trainer writes the primary and the provider's
   replication shows each version in a replica after ``replication_lag_s``, 0.5-1.5x
   drawn per copy): a bucket each, every key under one rate-limited prefix (LATEST,
-  manifests, listings, payload: today's layout), or with ``payload_prefixes`` K > 1 the
-  payload objects spread over K more prefixes, each with its own limit
-  (:mod:`fleet_sim_store`). ``relay``: a replica sees a version after its relay's
-  poll (``relay_poll_s``, jittered), copies the payload at ``relay_mbps`` and
-  commits; ``cdn``: ``cdn_edges`` edges per region each fill a version from the
-  bucket once, on the first request, at ``edge_fill_mbps``, and serve its workers
-  (the manifest and payload; LATEST and listings stay on the bucket).
+  manifests, listings, payload: the layout of one payload prefix), or with
+  ``payload_prefixes`` K > 1 the payload objects dealt over K more prefixes as the
+  publisher deals them (``PublishConfig.payload_prefix``: object n of version v under
+  prefix (v + n) mod K), each with its own limit (:mod:`fleet_sim_store`). ``relay``: a
+  replica sees a version after its relay's poll (``relay_poll_s``, jittered), copies
+  the payload at ``relay_mbps`` and commits; ``cdn``: ``cdn_edges`` edges per region
+  each fill a version from the bucket once, on the first request, at
+  ``edge_fill_mbps``, and serve its workers (the manifest and payload; LATEST and
+  listings stay on the bucket).
 * **workers**: a poll thread (``WatchConfig``'s interval and jitter) and a fetch loop,
   as ``fetch/watch.py``: the poll that sees a version, then per version of the plan a
-  listing and a manifest GET (in sequence), then the payload in ranged GETs of
-  ``request_bytes`` (``concurrency`` in flight), at the link's goodput, then the
-  install (``FetchModel``'s rates). A refused request retries by ``RetryPolicy``; a
-  call refused ``max_attempts`` times fails the fetch, which starts over after the
-  watcher's backoff. Polls between publications are a steady background load, not
+  listing and a manifest GET (in sequence) and, with payload prefixes, a listing of each
+  payload prefix the plan reads, all at once (``Subscriber.missing``), then the payload in ranged
+  GETs of ``request_bytes`` (``concurrency`` in flight), object after object in the
+  manifest's order, at the link's goodput, then the install (``FetchModel``'s rates). A
+  refused request (503 SlowDown) retries by ``RetryPolicy``'s budget for throttled
+  requests; a call refused ``throttled_attempts`` times fails the fetch, which starts
+  over after the watcher's backoff. Polls between publications are a steady background load, not
   events: only the poll that sees a version is simulated, its time drawn from the
   poll process's stationary residual (exact for a renewal process).
 * **churn**: each worker crashes at ``crash_per_hour`` (exponential), comes back after
@@ -36,16 +40,19 @@ the commit to its install. Each part, and what it is modelled on:
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import heapq
 import math
 import random
-from collections.abc import Generator, Iterator
+from collections import Counter
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 
 import simpy
 from fleet_sim_store import INF, CallFailed, Counters, Prefix
 
-from wanrl_s3 import RetryPolicy, UsageError, WatchConfig
+from wanrl_s3 import PublishConfig, RetryPolicy, UsageError, WatchConfig
 from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink
 
 MiB = 1 << 20
@@ -84,7 +91,8 @@ class SimConfig:
     route: str = "bucket"
     cadence_s: float = 300.0
     watch: WatchConfig = field(default_factory=WatchConfig)
-    retry_attempts: int = RetryPolicy().max_attempts
+    # what a refused request does: the product's policy for throttled requests by default
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
     fetch: FetchModel = field(default_factory=FetchModel)
     concurrency: int = 16
     request_bytes: int = READ_REQUEST_BYTES
@@ -129,7 +137,6 @@ class SimConfig:
                      "replication_lag_s"):  # fmt: skip
             _positive(name, getattr(self, name), allow_zero=True)
         for name in (
-            "retry_attempts",
             "concurrency",
             "request_bytes",
             "batch_requests",
@@ -220,8 +227,8 @@ class FleetSim:
         self.cfg, self.links = config, links
         self.env = simpy.Environment()
         self.rng = random.Random(config.seed)
-        self.retry = RetryPolicy(max_attempts=config.retry_attempts,
-                                 rng=random.Random(config.seed + 1))  # fmt: skip
+        self.retry = dataclasses.replace(config.retry, rng=random.Random(config.seed + 1))
+        self.deal = PublishConfig(payload_prefixes=config.payload_prefixes)
         self.counters = {"full": Counters(), "delta": Counters()}
         names = list(dict.fromkeys(w.region for w in links.workers))
         self.regions = [self._region(name) for name in names]
@@ -335,9 +342,9 @@ class FleetSim:
                 self._see(w, version, env.now + w.rtt_s / 2)
                 continue
             ctr.slowdowns += 1
-            if attempt < self.retry.max_attempts:
+            if attempt < self.retry.throttled_attempts:
                 ctr.retries += 1
-                nxt = env.now + w.rtt_s + self.retry.delay_s(attempt)
+                nxt = env.now + w.rtt_s + self.retry.throttled_delay_s(attempt)
                 heapq.heappush(heap, (nxt, attempt + 1, failures, i, epoch))
             else:
                 ctr.poll_failures += 1
@@ -418,10 +425,13 @@ class FleetSim:
                 yield from self._call(w, region.base if c.route != "cdn" else None, ctr)
                 w.manifests.add(v)
         sizes = [(v, c.by_number(v).stored_bytes) for v in versions]
+        if c.payload_prefixes > 1:  # and each payload prefix the plan reads, listed at once
+            ks = sorted({k for v, nbytes in sizes for k in self._prefixes_of(v, nbytes)})
+            yield from self._list_at_once(w, [region.payload[k] for k in ks], ctr)
         if c.route == "cdn":
             yield from self._from_edge(w, sizes, ctr)
         else:
-            yield from self._payload(w, region.payload, sum(s for _, s in sizes), ctr)
+            yield from self._payload(w, region.payload, sizes, ctr)
         delta = not from_keyframe
         yield env.timeout(c.fetch.install_s(w.link, c.snapshot_bytes / 1e9, delta))
         for v in range(w.held + 1, target + 1):
@@ -451,15 +461,54 @@ class FleetSim:
                 return
             attempt = yield from self._refused(attempt, 1, ctr)
 
+    def _list_at_once(self, w: Worker, prefixes: list[Prefix], ctr: Counters):
+        """A listing of each of ``prefixes``, all in one round trip; the refused ones again."""
+        attempt = 1
+        while prefixes:
+            at = self.env.now + w.rtt_s / 2
+            refused = [p for p in prefixes if p.book(at, at, 1) != 1]
+            yield self.env.timeout(w.rtt_s)
+            ctr.listing += len(prefixes) - len(refused)
+            if refused:
+                attempt = yield from self._refused(attempt, len(refused), ctr)
+            prefixes = refused
+
     def _refused(self, attempt: int, n: int, ctr: Counters):
-        """``n`` requests refused at ``attempt``: wait as RetryPolicy says, or fail the call."""
+        """``n`` requests refused (503 SlowDown) at ``attempt``: wait as RetryPolicy says for
+        a throttled request, or fail the call."""
         ctr.slowdowns += n
-        if attempt >= self.retry.max_attempts:
+        if attempt >= self.retry.throttled_attempts:
             ctr.failed_calls += 1
             raise CallFailed
         ctr.retries += n
-        yield self.env.timeout(self.retry.delay_s(attempt))
+        yield self.env.timeout(self.retry.throttled_delay_s(attempt))
         return attempt + 1
+
+    def _prefix_index(self, version: int, obj: int) -> int:
+        """Which of a region's payload prefixes holds object ``obj`` of ``version``."""
+        return self.deal.payload_prefix(version, obj) or 0
+
+    def _prefixes_of(self, version: int, nbytes: int) -> set[int]:
+        objects = min(math.ceil(max(1, nbytes) / OBJECT_BYTES), self.cfg.payload_prefixes)
+        return {self._prefix_index(version, o) for o in range(objects)}
+
+    def _part_prefix(self, sizes: list[tuple[int, int]]) -> Callable[[int], int]:
+        """Part j of a fetch (its ``request_bytes`` ranges, the versions' payloads one after
+        the other, each in its objects' order) -> the payload prefix it asks."""
+        starts, size = [], self.cfg.request_bytes
+        offset = 0
+        for v, nbytes in sizes:
+            starts.append((offset, v))
+            offset += nbytes
+        firsts = [a for a, _ in starts]
+
+        def prefix(part: int) -> int:
+            at = part * size
+            i = max(0, bisect.bisect_right(firsts, at) - 1)
+            start, v = starts[i]
+            return self._prefix_index(v, (at - start) // OBJECT_BYTES)
+
+        return prefix
 
     def _batches(self, total_bytes: int) -> Iterator[tuple[int, int, int]]:
         """(index of its first request, requests, bytes) per batch of the ranged GETs."""
@@ -472,14 +521,19 @@ class FleetSim:
             done += nbytes
             yield first, n, nbytes
 
-    def _payload(self, w: Worker, prefixes: list[Prefix], total_bytes: int, ctr: Counters):
+    def _payload(
+        self, w: Worker, prefixes: list[Prefix], sizes: list[tuple[int, int]], ctr: Counters
+    ):
         """The payload's ranged GETs as the reader makes them: ``concurrency`` at once, then
         each time a part lands the next one, so GET j goes out when part j - concurrency
         is in. While ``concurrency`` parts cover a round trip the link never idles after
         the first byte (the planner's one payload round trip), whatever the batch size.
-        Refused requests wait and ask again (the link idles meanwhile); bytes of a fetch
-        that fails are counted as wasted."""
+        Each part asks the prefix of the object it reads. Refused requests wait and ask
+        again (the link idles meanwhile); bytes of a fetch that fails are counted as
+        wasted."""
         env, rate, c = self.env, w.goodput_bytes_per_s, self.cfg
+        total_bytes = sum(nbytes for _, nbytes in sizes)
+        part_prefix = self._part_prefix(sizes)
         part_s = c.request_bytes / rate
         start = env.now
         base = link_free = start + w.rtt_s  # part m lands at base + (m + 1) * part_s
@@ -487,27 +541,29 @@ class FleetSim:
         def landed(m: int) -> float:
             return base + (m + 1) * part_s
 
-        turn, got_total = self.rng.randrange(len(prefixes)), 0.0
+        got_total = 0.0
         try:
             for first, n, nbytes in self._batches(total_bytes):
                 lead = first - c.concurrency
                 t_a = start if lead < 0 else landed(lead)
                 t_b = start if lead + n - 1 < 0 else landed(lead + n - 1)
                 yield env.timeout(max(0.0, t_a - env.now))
+                asks = Counter(part_prefix(j) for j in range(first, first + n))
                 pending, pending_bytes, attempt = n, nbytes, 1
                 while pending:
                     t0 = env.now + w.rtt_s / 2
                     span = t_b - t_a if attempt == 1 else pending_bytes / rate
                     admitted = 0
-                    for k, share in enumerate(_split(pending, len(prefixes))):
-                        prefix = prefixes[(turn + k) % len(prefixes)]
-                        admitted += prefix.book(t0, t0 + span, share)
-                    turn += pending
+                    for k, share in list(asks.items()):
+                        took = prefixes[k].book(t0, t0 + span, share)
+                        asks[k] -= took
+                        admitted += took
                     got = pending_bytes * admitted / pending
                     link_free = max(link_free, env.now + w.rtt_s) + got / rate
                     ctr.get += admitted
                     got_total += got
                     pending, pending_bytes = pending - admitted, pending_bytes - got
+                    asks = +asks  # drop the prefixes done
                     if pending:
                         yield env.timeout(w.rtt_s)  # the 503s come back
                         attempt = yield from self._refused(attempt, pending, ctr)
@@ -533,7 +589,8 @@ class FleetSim:
             if start is None:
                 start = region.edges[(edge, v)] = env.now + rtt / 2
                 objects = math.ceil(max(1, nbytes) / OBJECT_BYTES)
-                for k, share in enumerate(_split(objects, len(region.payload))):
+                asks = Counter(self._prefix_index(v, o) for o in range(objects))
+                for k, share in asks.items():
                     region.payload[k].book(start, start + nbytes / fill_rate, share)
                 ctr.get += objects
                 ctr.edge_fill_bytes += nbytes
@@ -541,9 +598,3 @@ class FleetSim:
             ctr.edge_bytes += nbytes
             ctr.edge_requests += max(1, math.ceil(nbytes / c.request_bytes))
         yield env.timeout(max(0.0, t - env.now))
-
-
-def _split(n: int, parts: int) -> list[int]:
-    """``n`` requests dealt over ``parts`` prefixes as evenly as integers allow."""
-    base, extra = divmod(n, parts)
-    return [base + (1 if k < extra else 0) for k in range(parts)]

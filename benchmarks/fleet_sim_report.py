@@ -36,6 +36,7 @@ from wanrl_s3.cost import (
     evaluate,
     month_usd,
     object_storage_fleet_s,
+    payload_prefixes_fit,
     read_rates,
 )
 
@@ -258,8 +259,13 @@ def planner(links: FleetLinks, cfg: SimConfig, prices: PriceBook, provider: str)
         for w in links.workers:
             by_region.setdefault(w.region, []).append(w.downlink_mbps)
         busiest = max(by_region.values(), key=len)
-        rates = read_rates(busiest, gb, cfg.watch.poll_interval_s, cdn=cfg.route == "cdn")
+        rates = read_rates(busiest, gb, cfg.watch.poll_interval_s, cdn=cfg.route == "cdn",
+                           payload_prefixes=cfg.payload_prefixes)  # fmt: skip
         result[kind]["peak_reads_per_s"] = rates.peak_per_s
+        if math.isfinite(cfg.read_limit_per_s) and cfg.route != "cdn":  # estimate's remedy
+            result[kind]["payload_prefixes_fit"] = payload_prefixes_fit(
+                busiest, gb, cfg.watch.poll_interval_s, cfg.read_limit_per_s
+            )
     try:
         row = evaluate(inputs, prices, f"{prefix}_delta", len(links))
     except InfeasiblePlanError:  # pragma: no cover - evaluate prices infeasible rows too

@@ -133,6 +133,11 @@ class TransientStoreError(StoreError):
     """A request failed in a way that is worth retrying (connection reset, 5xx, timeout)."""
 
 
+class ThrottledError(TransientStoreError):
+    """The store asked its clients to slow down (S3's 503 SlowDown, a 429): worth retrying,
+    after a longer wait than another transient failure (``RetryPolicy.throttled_*``)."""
+
+
 class PreconditionFailedError(StoreError):
     """A conditional write lost its race (If-None-Match / If-Match did not hold).
 
@@ -195,6 +200,7 @@ __all__ = [
     "SigningKeyError",
     "StoreError",
     "StoreGuaranteeError",
+    "ThrottledError",
     "TransientStoreError",
     "UsageError",
     "VerificationError",

@@ -26,6 +26,7 @@ import pytest
 from tests.cdn.edges import nginx_edge
 from wanrl_s3 import PublishConfig, Publisher, Subscriber
 from wanrl_s3.cdn import CdnGrant, CdnReadStore
+from wanrl_s3.format import layout
 from wanrl_s3.store import Blob, ObjectInfo, ObjectStore, open_store
 from wanrl_s3.testing import (
     CdnEdge,
@@ -301,3 +302,29 @@ def test_a_version_collected_and_published_again_is_never_served_stale(run: Run)
         assert same(sub.fetch().tensors, second)
         # the stale manifest was refused (LATEST pins its digest) and read from the bucket
         assert list(sub.store.fallbacks()) == ["v/000000000001/manifest.json"]  # type: ignore[attr-defined]
+
+
+# -- payload dealt over payload prefixes ------------------------------------------------
+def test_spread_payload_is_read_through_the_edge_and_cached_there(run: Run) -> None:
+    """Payload dealt over payload prefixes (``v/p<k>/...``) is under ``v/``: the edge
+    caches it, the reader asks the edge for every object, the bucket fills each once."""
+    state = policy(11)
+    store = run.store()
+    spread_config = PublishConfig(object_bytes=MiB // 2, full_coding="raw", payload_prefixes=3)
+    Publisher(store, spread_config).publish(state, 1)
+    spread = {o.key: o.size for o in store.list("v/") if o.key.startswith("v/p")}
+    assert {key.split("/")[1] for key in spread} == {"p0", "p1", "p2"}
+    head = run.s3().head_object(Bucket=run.bucket, Key=f"{PREFIX}/{next(iter(spread))}")
+    assert head["CacheControl"] == layout.IMMUTABLE_CACHE_CONTROL
+    for _ in range(2):
+        origin = Counting(run.store())
+        with Subscriber(CdnReadStore(origin, run.cdn_url)) as sub:
+            assert same(sub.fetch().tensors, state)
+            assert sub.store.fallbacks() == {}  # type: ignore[attr-defined]
+        assert [k for k in origin.reads if k.startswith("v/")] == []  # all from the edge
+    filled = Counter(r.uri.split("/v/")[1].split("/")[0] for r in run.fills())
+    assert {"p0", "p1", "p2"} <= set(filled)  # each prefix filled from the bucket ...
+    stored = sum(o.size for o in store.list("v/"))
+    assert sum(r.body_bytes for r in run.fills()) == stored  # ... once, for both readers
+    served = [r for r in settled(run.edge.requests) if "/v/p" in r.uri]
+    assert sum(r.body_bytes for r in served) >= 2 * sum(spread.values())

@@ -84,3 +84,31 @@ def test_a_misspelt_limit_in_a_price_file_is_one_line_and_exit_2(
     code, out, err = run(capsys, "--workers", "100", "--prices", str(mine))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "storage.aws.request_limits.read_per_sec is not a known key" in err
+
+
+def test_the_warning_names_the_payload_prefixes_that_fit_and_with_them_none_is_over(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = run(capsys, "--workers", "10000", "--json")
+    assert code == 0
+    rows = json.loads(out)["requests"]["by_topology"]
+    k = rows["object_storage_full"]["payload_prefixes_fit"]
+    assert k > 1 and rows["object_storage_delta"]["payload_prefixes_fit"] <= k
+    warning = next(line for line in err.splitlines() if "object storage full:" in line)
+    assert f"remedy: deal the payload over {k} prefixes (publish --payload-prefixes {k}" in warning
+    code, out, err = run(capsys, "--workers", "10000", "--payload-prefixes", str(k))
+    assert code == 0 and "reads/s" not in err
+    assert f"the payload over {k} prefixes" in out
+    full = next(line for line in out.splitlines() if line.startswith("  object storage full"))
+    assert "busiest payload prefix" in full and not full.endswith("OVER")
+    code, out, err = run(capsys, "--workers", "10000", "--payload-prefixes", str(k - 1))
+    assert code == 0 and "object storage full:" in err  # one fewer is not enough
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "x", "257"])
+def test_bad_payload_prefixes_are_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    code, out, err = run(capsys, "--workers", "100", "--payload-prefixes", value)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "payload" in err and "prefixes" in err

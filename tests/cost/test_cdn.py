@@ -27,8 +27,10 @@ def test_each_edge_fetches_a_version_once() -> None:
     t = cdn_download_traffic(16.4, 64.0, workers=11, edges=8)
     assert (t.cdn_fill_gb, t.cdn_egress_gb) == (pytest.approx(8 * 16.4), pytest.approx(11 * 16.4))
     assert t.storage_egress_gb == 0.0  # the bucket serves only the edges
-    assert t.cdn_requests == 11 * (257 + 1)  # 257 chunks and the manifest per worker
-    assert t.get_requests == 8 * (257 + 1) + 11  # edge fills, and LATEST stays on the bucket
+    # per worker: the manifest and 16.4 GB in ranged GETs of 8 MiB (1,956), through the edge
+    assert t.cdn_requests == 11 * (1 + 1956)
+    assert t.get_requests == 8 * (257 + 1)  # each edge fills every object and the manifest
+    assert t.list_requests == 11  # each worker lists the version on the bucket (PUT-priced)
 
 
 def test_cloudfront_in_front_of_s3(inputs_8b: PlanInputs, prices: PriceBook) -> None:

@@ -84,7 +84,13 @@ def test_trainer_outside_the_storage_cloud_pays_per_copy_unless_replicating() ->
 def test_downloads_and_polling_count_gets_per_worker() -> None:
     t = egress.download_traffic(0.82, 64.0, workers=5) + egress.polling_traffic(5, 3000.0, 10.0)
     assert t.storage_egress_gb == pytest.approx(4.1)
-    assert t.get_requests == 5 * (13 + 2) + 5 * 300
+    # the reader's ranged GETs (0.82 GB in 8 MiB: 98) and the manifest, per worker; its
+    # listing of the version is billed with the PUTs
+    assert t.get_requests == 5 * (98 + 1) + 5 * 300
+    assert t.list_requests == 5
+    spread = egress.download_traffic(0.82, 64.0, workers=5, payload_prefixes=4)
+    assert spread.get_requests == 5 * (98 + 1)
+    assert spread.list_requests == 5 * (1 + 4)  # its folder and the four payload prefixes
 
 
 def test_transfer_and_requests_are_priced_at_the_run_rates(prices: PriceBook) -> None:

@@ -12,11 +12,18 @@ from wanrl_s3.cost.requests import (
     READ_REQUEST_MB,
     payload_reads,
     polls_per_month,
+    remedy,
     request_load,
 )
 from wanrl_s3.fetch.subscriber import Subscriber
 from wanrl_s3.store import open_store
 from wanrl_s3.units import MiB
+
+#: An 8.2B policy's 1 % deltas to 10,000 workers over three regions, polling every 10 s.
+TEN_THOUSAND = PlanInputs(
+    params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000, regions=3,
+    poll_interval_s=10.0,
+)  # fmt: skip
 
 
 def test_the_request_size_and_concurrency_are_the_readers() -> None:
@@ -67,10 +74,7 @@ def test_polls_per_month_and_their_bill() -> None:
 def test_over_the_limit_the_remedy_is_the_shortest_poll_interval_that_fits(
     prices: PriceBook,
 ) -> None:
-    inputs = PlanInputs(
-        params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000, regions=3,
-        poll_interval_s=10.0,
-    )  # fmt: skip
+    inputs = TEN_THOUSAND
     load = request_load(
         inputs, "object_storage_delta", 10_000, prices.provider("aws").request_limits
     )
@@ -113,3 +117,60 @@ def test_azure_checks_the_busiest_object_against_its_per_blob_target(prices: Pri
     inputs = PlanInputs(params=1e9, t_train_s=60, batch=64, workers=10_000, provider="azure")
     load = request_load(inputs, "object_storage_delta", 10_000, azure)
     assert load.object_peak_per_s >= 10_000 / 10 and load.object_over
+
+
+def test_payload_prefixes_by_hand_for_a_uniform_bucket() -> None:
+    """The same delta dealt over prefixes: 20 GETs on 3 objects (8, 8, 4), object n under
+    prefix n mod K. 120 workers start in the busiest second; the run's prefix keeps the
+    polls, listings and manifests: 100 + 2 x 120. K = 2: prefix 0 holds objects 0 and 2,
+    so 8 of the first 16 GETs and all 4 streamed ones: (1 listing + 8) x 120 + 400; K = 4:
+    prefix 0 (object 0) gets (1 + 8) x 120, prefix 2 (object 2) 120 + 400."""
+    two = read_rates([100.0] * 1000, 0.164, 10.0, payload_prefixes=2)
+    assert two.run_prefix_per_s == pytest.approx(100 + 240)
+    assert two.payload_prefix_per_s == pytest.approx(9 * 120 + 400)
+    assert two.peak_per_s == pytest.approx(1480)
+    assert two.burst_per_s == pytest.approx((2 + 2 + 16) * 120)  # two payload listings
+    four = read_rates([100.0] * 1000, 0.164, 10.0, payload_prefixes=4)
+    assert four.payload_prefix_per_s == pytest.approx(9 * 120)
+    assert four.burst_per_s == pytest.approx((2 + 3 + 16) * 120)  # three prefixes hold objects
+    one = read_rates([100.0] * 1000, 0.164, 10.0)
+    assert one.payload_prefix_per_s == 0 and one.run_prefix_per_s == one.total_per_s
+    with pytest.raises(ValueError, match="payload_prefixes"):
+        read_rates([100.0], 0.164, 10.0, payload_prefixes=257)
+
+
+def test_over_the_limit_the_remedy_names_the_fewest_payload_prefixes_that_fit(
+    prices: PriceBook,
+) -> None:
+    inputs = TEN_THOUSAND
+    limits = prices.provider("aws").request_limits
+    downlinks = [100.0] * 3334
+    for row, gb in (("object_storage_delta", inputs.delta_row_gb), ("object_storage_full",
+                                                                    inputs.full_gb)):  # fmt: skip
+        load = request_load(inputs, row, 10_000, limits)
+        k = load.payload_prefixes_fit
+        assert load.over and k is not None and k > 1
+        assert read_rates(downlinks, gb, 10.0, payload_prefixes=k).peak_per_s <= 5500
+        assert read_rates(downlinks, gb, 10.0, payload_prefixes=k - 1).peak_per_s > 5500
+        assert f"--payload-prefixes {k}" in remedy(load, None)
+        spread = PlanInputs(**{**inputs.__dict__, "payload_prefixes": k})
+        assert not request_load(spread, row, 10_000, limits).over
+
+
+def test_no_payload_prefixes_are_proposed_where_they_cannot_help(prices: PriceBook) -> None:
+    """The run's prefix alone over the limit (polls every second), or a limit per bucket
+    (GCS): dealing the payload apart does not bring the busiest under it."""
+    aws = prices.provider("aws").request_limits
+    busy = PlanInputs(params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000,
+                      poll_interval_s=1.0)  # fmt: skip
+    load = request_load(busy, "object_storage_delta", 10_000, aws)
+    assert load.over and load.payload_prefixes_fit is None
+    assert "--payload-prefixes" not in remedy(load, None)
+    gcs = prices.provider("gcs").request_limits
+    assert gcs is not None and gcs.scope == "bucket"
+    spread = PlanInputs(params=8.2e9, t_train_s=150, batch=2048, density=0.01, workers=10_000,
+                        provider="gcs", payload_prefixes=8)  # fmt: skip
+    load = request_load(spread, "object_storage_delta", 10_000, gcs)
+    assert load.payload_prefixes_fit is None
+    assert load.peak_per_s == pytest.approx(load.rates.total_per_s)
+    assert load.peak_per_s > load.rates.peak_per_s  # the bucket's, not the busiest prefix's

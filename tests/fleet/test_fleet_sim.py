@@ -25,7 +25,7 @@ from fleet_sim_calibrate import load_run, predict  # noqa: E402
 from fleet_sim_model import FleetSim, SimConfig, Version  # noqa: E402
 from fleet_sim_store import Prefix  # noqa: E402
 
-from wanrl_s3 import UsageError, WatchConfig  # noqa: E402
+from wanrl_s3 import PublishConfig, UsageError, WatchConfig  # noqa: E402
 from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink  # noqa: E402
 
 MiB = 2**20
@@ -83,7 +83,7 @@ def test_a_prefix_admits_its_limit_per_window_and_refuses_the_rest() -> None:
     assert unlimited.book(0.0, 0.0, 10**6) == 10**6
 
 
-def burst(limit_per_s: float, batch_requests: int):
+def burst(limit_per_s: float, batch_requests: int, payload_prefixes: int = 1):
     """200 workers holding the keyframe all fetch one 80 MiB delta (a listing, a manifest
     and ten 8 MiB GETs each) from one prefix; their polls (10 s) take 20/s of it."""
     rng = random.Random(5)
@@ -98,6 +98,7 @@ def burst(limit_per_s: float, batch_requests: int):
         watch=WatchConfig(poll_interval_s=10.0),
         fetch=FetchModel(10.0, install_mb_per_s=2000.0),
         read_limit_per_s=limit_per_s,
+        payload_prefixes=payload_prefixes,
         batch_requests=batch_requests,
         start_held=True,
         trainer_rtt_s=0.0,
@@ -119,6 +120,23 @@ def test_a_rate_limited_prefix_stretches_a_burst_to_its_rate(batch_requests: int
     assert max(prefix.admitted_per_s(limited.end_s)) <= 100.0 + 1e-9
     assert limited.total("slowdowns") > 0 and free.total("slowdowns") == 0
     assert all(t < math.inf for t in limited.installed_s[2])  # every worker got there
+
+
+def test_the_payload_is_dealt_over_prefixes_as_the_publisher_deals_it() -> None:
+    """K = 2: the delta's two 64 MiB objects (eight 8 MiB GETs and two) lie under prefixes
+    (2 + 0) mod 2 and (2 + 1) mod 2, as ``PublishConfig.payload_prefix`` puts them; each
+    worker lists both, and the run's prefix keeps its listing and manifest. Unlimited, one
+    prefix is offered at most 351 requests in a second and the busiest of two 244, so at
+    300/s one prefix is refused and two are not, and finish as the unlimited store does."""
+    assert [PublishConfig(payload_prefixes=2).payload_prefix(2, n) for n in (0, 1)] == [0, 1]
+    free = burst(math.inf, 16, payload_prefixes=2)
+    region = free.regions[0]
+    assert [sum(p.offered_per_s(free.end_s)) for p in region.payload] == [200 * 9, 200 * 3]
+    polls = region.base.background_per_s * math.ceil(free.end_s)
+    assert sum(region.base.offered_per_s(free.end_s)) - polls == pytest.approx(200 * 2)
+    one, two = burst(300.0, 16), burst(300.0, 16, payload_prefixes=2)
+    assert one.total("slowdowns") > 0 and two.total("slowdowns") == 0
+    assert two.installed_s[2] == pytest.approx(free.installed_s[2])
 
 
 @pytest.mark.parametrize("path", sorted(RUNS.glob("*.json")), ids=lambda p: p.name)
@@ -160,6 +178,9 @@ def run_cli(*argv: str) -> subprocess.CompletedProcess[str]:
         (["--calibrate", "no/such/run.json"], "cannot read it"),
         (["--calibrate", "pyproject.toml"], "not JSON"),
         (["--fleet", "no/such/fleet.csv"], "cannot read --fleet"),
+        (["--payload-prefixes", "0"], "--payload-prefixes"),
+        (["--payload-prefixes", "300"], "payload_prefixes must be at most 256"),
+        (["--throttled-retry", "never"], "--throttled-retry"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv: list[str], says: str) -> None:

@@ -80,7 +80,8 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "bad hash": (_set("tensors.0.hash", "abc"), "hash"),
     "unknown field": (_set("surprise", 1), "surprise"),
     "wrong format": (_set("format", "something-else"), "format"),
-    "newer schema": (_set("schema_version", 2), "schema_version"),
+    "newer schema": (_set("schema_version", 3), "schema_version"),
+    "payload prefix in schema 1": (_set("objects.0.prefix", 0), "prefix"),
     "version is a string": (_set("version", "7"), "version"),
     "bool as int": (_set("tensors.0.segments.0.offset", True), "offset"),
     "zero-length segment": (_set("tensors.0.segments.0.length", 0), "length"),
@@ -92,6 +93,50 @@ BAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "delta encoding in a full version": (_set("tensors.0.encoding", "xor-delta"), "encoding"),
     "raw stored hash differs": (_set("tensors.0.stored_hash", "0" * 64), "stored_hash"),
 }
+
+
+def spread() -> dict[str, Any]:
+    """The valid manifest with its object under payload prefix 3 (schema 2)."""
+    d = valid()
+    d.update(schema_version=2)
+    d["objects"][0]["prefix"] = 3
+    return d
+
+
+BAD_SPREAD: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "prefix past the last": (_set("objects.0.prefix", 256), "prefix"),
+    "negative prefix": (_set("objects.0.prefix", -1), "prefix"),
+    "prefix a string": (_set("objects.0.prefix", "3"), "prefix"),
+    "prefix a bool": (_set("objects.0.prefix", True), "prefix"),
+    "unknown object field": (_set("objects.0.shard", 1), "shard"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_SPREAD))
+def test_malformed_payload_prefix_is_refused_naming_the_field(case: str) -> None:
+    mutate, needle = BAD_SPREAD[case]
+    d = spread()
+    mutate(d)
+    with pytest.raises(ManifestError, match=needle):
+        parse(d)
+
+
+def test_payload_keys_follow_each_objects_prefix() -> None:
+    """A schema 2 manifest names each object's prefix; schema 1 keeps the version's directory,
+    and a writer writes schema 1 unless an object needs 2 (older readers keep reading it)."""
+    old = parse(valid())
+    assert old.payload_key("p/000000.bin") == "v/000000000007/p/000000.bin"
+    assert old.payload_dirs == ("v/000000000007",)
+    assert old.to_dict()["schema_version"] == 1 and "prefix" not in old.to_dict()["objects"][0]
+    new = parse(spread())
+    assert new.objects == (ObjectRef("p/000000.bin", 24, 3),)
+    assert new.payload_key("p/000000.bin") == "v/p3/000000000007/p/000000.bin"
+    assert new.payload_dirs == ("v/p3/000000000007",)
+    assert new.to_dict() == spread()
+    assert Manifest.from_json(new.to_json()) == new
+    as_two = valid()
+    as_two["schema_version"] = 2  # schema 2 without a prefix: the version's own directory
+    assert parse(as_two).payload_key("p/000000.bin") == "v/000000000007/p/000000.bin"
 
 
 @pytest.mark.parametrize("case", sorted(BAD))

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import pytest
 
-from wanrl_s3.errors import NotFoundError, StoreError, TransientStoreError, UsageError
+from wanrl_s3.errors import (
+    NotFoundError,
+    StoreError,
+    ThrottledError,
+    TransientStoreError,
+    UsageError,
+)
 from wanrl_s3.store import FakeClock, RetryPolicy
 from wanrl_s3.store.retry import Backoff
 
@@ -91,3 +98,46 @@ def test_an_error_that_is_not_transient_is_not_retried() -> None:
     with pytest.raises(NotFoundError):
         RetryPolicy(clock=clock).call(missing, "GET k")
     assert calls == [1] and clock.sleeps == []
+
+
+# -- a store over its request rate ----------------------------------------------------------
+def raising(*errors: Exception) -> Callable[[], str]:
+    """A call that raises each of ``errors`` in turn, then answers "done"."""
+    left = list(errors)
+
+    def call() -> str:
+        if left:
+            raise left.pop(0)
+        return "done"
+
+    return call
+
+
+def test_a_throttled_request_waits_longer_and_more_often_than_a_transient_one() -> None:
+    """Eleven SlowDowns in a row are ridden out (six attempts would have failed the call),
+    each wait from the throttled backoff: 1 s doubling to 20 s, full jitter."""
+    clock = FakeClock()
+    policy = RetryPolicy(clock=clock, rng=Median())
+    assert policy.call(raising(*[ThrottledError("SlowDown")] * 11), "GET k") == "done"
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0]
+    with pytest.raises(StoreError, match="GET k failed after 12 attempts: SlowDown"):
+        policy.call(raising(*[ThrottledError("SlowDown")] * 12), "GET k")
+
+
+def test_each_kind_of_failure_counts_against_its_own_budget() -> None:
+    clock = FakeClock()
+    policy = RetryPolicy(max_attempts=3, throttled_attempts=3, clock=clock, rng=Median())
+    two_each = [ThrottledError("SlowDown"), TransientStoreError("reset")] * 2
+    assert policy.call(raising(*two_each), "GET k") == "done"  # inside both budgets
+    assert clock.sleeps == [0.5, 0.1, 1.0, 0.2]
+    with pytest.raises(StoreError, match="after 5 attempts: reset"):  # a third reset: too many
+        policy.call(raising(*two_each, TransientStoreError("reset")), "GET k")
+
+
+@pytest.mark.parametrize(
+    "bad", [{"throttled_attempts": 0}, {"throttled_base_delay_s": -1.0},
+            {"throttled_base_delay_s": 30.0}],  # over throttled_max_delay_s
+)  # fmt: skip
+def test_a_throttled_budget_that_makes_no_sense_is_refused(bad: dict[str, float]) -> None:
+    with pytest.raises(UsageError, match="throttled"):
+        RetryPolicy(**bad)  # type: ignore[arg-type]

@@ -380,7 +380,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "cdn_fill_rtt_ms",
+    "cdn_fill_rtt_ms", "payload_prefixes",
     "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction", "include_unshipped",
 )  # fmt: skip
 

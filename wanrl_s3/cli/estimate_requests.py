@@ -17,6 +17,7 @@ from ..cost.plan import Plan
 from ..cost.prices import PriceBook
 from ..cost.requests import RequestLoad, load_warning, object_warning, request_loads
 from ..errors import UsageError
+from .common import positive_int
 
 
 def add_request_flags(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +28,15 @@ def add_request_flags(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="read requests a second one prefix serves before 503s (default: the provider's "
         "documented limit, from the price file; set it for a pre-partitioned prefix)",
+    )
+    g.add_argument(
+        "--payload-prefixes",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="the publisher's --payload-prefixes: each version's payload objects dealt over "
+        "K prefixes, so the busiest prefix sees a share of the reads (and each worker lists "
+        "each prefix it reads); a row over its limit names the K that fits",
     )
 
 
@@ -43,7 +53,7 @@ def _per_s(value: float) -> str:
 
 
 def _cdn_peak(loads: tuple[RequestLoad, ...]) -> float | None:
-    return next((x.rates.peak_per_s for x in loads if x.topology in CDN_ROWS), None)
+    return next((x.peak_per_s for x in loads if x.topology in CDN_ROWS), None)
 
 
 def _polls(plan: Plan, prices: PriceBook) -> dict[str, float]:
@@ -73,13 +83,19 @@ def request_report(
         )
     else:
         head = f"{provider.display} documents no request limit (--read-limit-per-s to check one)"
-    lines = [f"reads a second on the busiest bucket at a publication's peak; {head}:"]
+    k = plan.inputs.payload_prefixes
+    spread = f", the payload over {k} prefixes" if k > 1 else ""
+    lines = [f"reads a second on the busiest bucket at a publication's peak{spread}; {head}:"]
     for x in loads:
         mark = "  OVER" if x.over else ""
         r = x.rates
+        parts = f"LATEST polls {_per_s(r.polls_per_s)}/s, fetches "
+        parts += f"{_per_s(r.burst_per_s + r.stream_per_s)}/s"
+        if k > 1:
+            parts = f"run's prefix {_per_s(r.run_prefix_per_s)}/s, busiest payload prefix "
+            parts += f"{_per_s(r.payload_prefix_per_s)}/s"
         lines.append(
-            f"  {LABELS[x.topology]:<20} {_per_s(r.peak_per_s):>9}/s  (LATEST polls "
-            f"{_per_s(r.polls_per_s)}/s, fetches {_per_s(r.burst_per_s + r.stream_per_s)}/s; "
+            f"  {LABELS[x.topology]:<20} {_per_s(x.peak_per_s):>9}/s  ({parts}; "
             f"{x.workers_per_bucket:,} workers){mark}"
         )
     lines.append(
@@ -90,15 +106,19 @@ def request_report(
     doc = {
         "limit_per_s": loads[0].limit_per_s if loads else None,
         "scope": loads[0].scope if loads else None,
+        "payload_prefixes": k,
         "by_topology": {
             x.topology: {
-                "peak_per_s": x.rates.peak_per_s,
+                "peak_per_s": x.peak_per_s,
+                "run_prefix_per_s": x.rates.run_prefix_per_s,
+                "payload_prefix_per_s": x.rates.payload_prefix_per_s,
                 "polls_per_s": x.rates.polls_per_s,
                 "fetch_burst_per_s": x.rates.burst_per_s,
                 "fetch_stream_per_s": x.rates.stream_per_s,
                 "workers_per_bucket": x.workers_per_bucket,
                 "over": x.over,
                 "poll_interval_fit_s": x.poll_interval_fit_s,
+                "payload_prefixes_fit": x.payload_prefixes_fit,
                 "object_peak_per_s": x.object_peak_per_s,
                 "object_limit_per_s": x.object_limit_per_s,
             }

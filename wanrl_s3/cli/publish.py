@@ -17,6 +17,7 @@ from ..errors import UsageError, VerificationError, VersionConflictError
 from ..fetch.files import local_snapshot
 from ..fetch.streamed_base import StreamedBase
 from ..fetch.subscriber import Snapshot, Subscriber
+from ..format.layout import MAX_PAYLOAD_PREFIXES
 from ..format.signing import Signer, Verifier
 from ..io.malloc import return_big_buffers
 from ..io.pages import release
@@ -32,6 +33,7 @@ from .common import (
     add_store_args,
     emit_json,
     human_bytes,
+    positive_int,
     roles_from_args,
     verifier_from_args,
     version_number,
@@ -120,6 +122,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument(
         "--concurrency", type=int, default=16, metavar="N", help="part uploads in flight at once"
     )
+    p.add_argument(
+        "--payload-prefixes",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="deal each version's payload objects over K prefixes of the store (v/p0/ ... "
+        "v/p<K-1>/), so a fleet's reads are not all asked of one prefix; keep K for the "
+        "whole run. `wanrl-s3 estimate` names the K a fleet needs (at most "
+        f"{MAX_PAYLOAD_PREFIXES}; 1: every object in the version's own folder)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=run)
 
@@ -133,6 +145,7 @@ def run(args: argparse.Namespace) -> int:
         part_bytes=args.part_mb * MiB,
         concurrency=args.concurrency,
         full_coding=args.full_coding,
+        payload_prefixes=args.payload_prefixes,
     )
     stores = roles_from_args(args).publish()
     for store in stores:  # before any write: refuse a store that ignores conditional writes

@@ -33,7 +33,7 @@ from .learner import LearnerIdle, learner_idle
 from .plan import Plan, TopologyEstimate, estimate, evaluate
 from .prices import PriceBook, load_prices
 from .publication import TrainerUplink
-from .requests import ReadRates, read_rates
+from .requests import ReadRates, payload_prefixes_fit, read_rates
 
 __all__ = [
     "Activation",
@@ -65,6 +65,7 @@ __all__ = [
     "object_storage_worker_s",
     "object_storage_worker_terms",
     "parse_fleet",
+    "payload_prefixes_fit",
     "read_rates",
 ]
 

@@ -29,7 +29,8 @@ link drains the first). ``--cdn-fill-rtt-ms`` is that fetch's round trip
 from __future__ import annotations
 
 from ..units import require_int, require_non_negative
-from .egress import Traffic, chunk_count
+from .egress import Traffic
+from .reads import chunk_count, fetch_gets, listings
 
 #: Edge caches a fleet spread over one continent typically reaches (an assumption, not a price).
 DEFAULT_EDGES = 8
@@ -49,13 +50,18 @@ def origin_fetches(workers: int, edges: int) -> int:
     return min(workers, edges)
 
 
-def cdn_download_traffic(payload_gb: float, chunk_mb: float, workers: int, edges: int) -> Traffic:
-    """One version through the CDN: fills from the bucket, every worker served by an edge."""
+def cdn_download_traffic(
+    payload_gb: float, chunk_mb: float, workers: int, edges: int, payload_prefixes: int = 1
+) -> Traffic:
+    """One version through the CDN: each edge fills every object and the manifest from the
+    bucket once; every worker asks its edge for the manifest and the payload's ranged
+    GETs, and lists the bucket as the reader does (:mod:`.reads`)."""
     chunks = chunk_count(payload_gb, chunk_mb)
     fetches = origin_fetches(workers, edges)
     return Traffic(
         cdn_fill_gb=payload_gb * fetches,
         cdn_egress_gb=payload_gb * workers,
-        get_requests=fetches * (chunks + 1) + workers,  # edge fills, plus LATEST per worker
-        cdn_requests=workers * (chunks + 1),  # chunks and the manifest, from the edges
+        get_requests=fetches * (chunks + 1),
+        cdn_requests=workers * fetch_gets(payload_gb),
+        list_requests=workers * listings(payload_gb, chunk_mb, payload_prefixes),
     )

@@ -12,7 +12,9 @@ Who pays for what:
 * object storage: each worker's download leaves the storage provider for the
   internet (the fleet is on a WAN by definition); each extra regional copy
   crosses regions; the publisher's upload leaves the trainer's provider when the
-  bucket is elsewhere. PUTs per copy, GETs per worker, plus LATEST polling.
+  bucket is elsewhere. PUTs per copy; per worker, its GETs and listings as the reader
+  makes them (:mod:`.reads`: 8 MiB ranged GETs, the manifest, a listing of the version's
+  folder and of each payload prefix), plus LATEST polling.
 * star / peer chain: every copy the trainer sends leaves the trainer's provider;
   relayed copies leave the workers' hosts, billed at ``relay_usd_per_gb``
   (commodity GPU hosts mostly include bandwidth, hence a default of zero).
@@ -33,6 +35,7 @@ from dataclasses import dataclass, fields
 
 from ..units import require_int, require_non_negative, require_positive
 from .prices import CdnPrices, EgressTier, StoragePrices
+from .reads import chunk_count, fetch_gets, listings
 
 #: Cloud billing months are 730 hours.
 SECONDS_PER_MONTH = 730 * 3600.0
@@ -53,6 +56,7 @@ class Traffic:
     cdn_fill_gb: float = 0.0
     cdn_egress_gb: float = 0.0
     cdn_requests: float = 0.0
+    list_requests: float = 0.0  # billed at the PUT rate (see :mod:`.reads`)
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -65,13 +69,6 @@ class Traffic:
         """The same traffic repeated ``factor`` times (e.g. once per publication)."""
         require_non_negative("factor", factor)
         return Traffic(*(getattr(self, f.name) * factor for f in fields(self)))
-
-
-def chunk_count(payload_gb: float, chunk_mb: float) -> int:
-    """Objects a payload is cut into; at least one, even for an empty delta."""
-    require_non_negative("payload_gb", payload_gb)
-    require_positive("chunk_mb", chunk_mb)
-    return max(1, math.ceil(payload_gb * 1000.0 / chunk_mb))
 
 
 def upload_traffic(
@@ -99,11 +96,17 @@ def upload_traffic(
     return Traffic(trainer_egress_gb=sent_gb, inter_region_gb=crossed_gb, put_requests=puts)
 
 
-def download_traffic(payload_gb: float, chunk_mb: float, workers: int) -> Traffic:
-    """Every worker fetches every chunk, the manifest and the pointer from its region."""
+def download_traffic(
+    payload_gb: float, chunk_mb: float, workers: int, payload_prefixes: int = 1
+) -> Traffic:
+    """Every worker reads the version from its region as the reader does (:mod:`.reads`):
+    the manifest and the payload's ranged GETs, the listings of its folder and prefixes."""
     require_int("workers", workers)
-    gets = workers * (chunk_count(payload_gb, chunk_mb) + OBJECTS_PER_VERSION)
-    return Traffic(storage_egress_gb=payload_gb * workers, get_requests=gets)
+    return Traffic(
+        storage_egress_gb=payload_gb * workers,
+        get_requests=workers * fetch_gets(payload_gb),
+        list_requests=workers * listings(payload_gb, chunk_mb, payload_prefixes),
+    )
 
 
 def polling_traffic(workers: int, period_s: float, poll_interval_s: float) -> Traffic:
@@ -257,9 +260,10 @@ def transfer_usd(traffic: Traffic, rates: Rates) -> float:
 
 
 def requests_usd(traffic: Traffic, rates: Rates) -> float:
-    """Request charges: PUTs of every copy, GETs of every fetch and poll, CDN edge requests."""
+    """Request charges: PUTs of every copy, GETs of every fetch and poll, listings (at the
+    PUT rate), CDN edge requests."""
     return (
-        traffic.put_requests * rates.put_usd_per_1000
+        (traffic.put_requests + traffic.list_requests) * rates.put_usd_per_1000
         + traffic.get_requests * rates.get_usd_per_1000
         + traffic.cdn_requests * rates.cdn_request_usd_per_1000
     ) / 1000.0

@@ -22,6 +22,7 @@ from .publication import (
     TrainerUplink,
     require_full_ratio,
 )
+from .reads import require_prefixes
 
 #: Topology names, in the order the report prints them.
 TOPOLOGIES = (
@@ -68,6 +69,8 @@ class PlanInputs:
     uplink_mbps: float = 300.0
     upload_mbps: float | None = None
     chunk_mb: float = 64.0
+    # The publisher's --payload-prefixes: each version's objects dealt over K prefixes
+    payload_prefixes: int = 1
     provider: str = "aws"
     trainer_provider: str | None = None
     regions: int = 1
@@ -134,6 +137,7 @@ class PlanInputs:
             require_int("workers", self.workers)
         if self.t_bcast_s is not None:
             require_non_negative("t_bcast_s", self.t_bcast_s)
+        require_prefixes(self.payload_prefixes)
         cap.require_gamma(self.gamma)
         cap.require_dropped_fraction(self.dropped_fraction)
         for gpu, count in self.trainer_gpus:

@@ -33,8 +33,8 @@ def traffic(
 
     def download(gb: float) -> egress.Traffic:
         if name in CDN_ROWS:
-            return cdn_download_traffic(gb, i.chunk_mb, workers, i.cdn_edges)
-        return egress.download_traffic(gb, i.chunk_mb, workers)
+            return cdn_download_traffic(gb, i.chunk_mb, workers, i.cdn_edges, i.payload_prefixes)
+        return egress.download_traffic(gb, i.chunk_mb, workers, i.payload_prefixes)
 
     full = upload(full_gb) + download(full_gb)
     polls = egress.polling_traffic(workers, period_s, i.poll_interval_s)

@@ -20,7 +20,8 @@ from collections.abc import Iterator
 from concurrent.futures import Executor
 
 from ..errors import VerificationError
-from ..format import hashing, layout
+from ..format import hashing
+from ..format.listing import Listings
 from ..format.manifest import Manifest, TensorEntry
 from ..store import ObjectStore
 from .download import ReadJob, Request, plan_requests, run_request, wait_all
@@ -42,10 +43,11 @@ def check_stored(
 
 
 def check_sizes(store: ObjectStore, manifest: Manifest) -> None:
-    """Refuse unless every payload object of ``manifest`` is in ``store`` at its size (one LIST)."""
-    held = {info.key: info.size for info in store.list(layout.version_dir(manifest.version) + "/")}
+    """Refuse unless every payload object of ``manifest`` is in ``store`` at its size (one LIST
+    per directory its objects lie in: the version's, and each payload prefix's)."""
+    held = Listings(store)
     for o in manifest.objects:
-        size = held.get(manifest.payload_key(o.key))
+        size = held.size(manifest.payload_key(o.key))
         if size != o.size:
             raise VerificationError(
                 f"payload object {o.key} of v{manifest.version} at {store.url} "

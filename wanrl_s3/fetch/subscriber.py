@@ -26,6 +26,7 @@ from ..codec import decode_full
 from ..errors import NotFoundError, VerificationError, WanrlError
 from ..format import dtypes, hashing, layout
 from ..format.latest import Latest
+from ..format.listing import Listings
 from ..format.manifest import Manifest, TensorEntry
 from ..format.manifests import Manifests, safe_lookup
 from ..io.pages import release
@@ -190,21 +191,18 @@ class Subscriber:
         error, only not yet visible, and a reader must not start on it. Checked
         for exactly what the plan from ``have_version`` reads (every manifest of
         the chain, every payload object at least at the size its manifest says)
-        by listing each version's directory: one request per version, and where
-        a role may list but not read a missing key, S3 answers 403 to a GET, not
-        404. An object longer than its manifest says holds every byte the plan
-        reads, and every byte read is verified: such a version is whole, as it is
-        to ``pull``, or a worker would wait for it forever.
+        by listing the directories those keys lie in (:class:`Listings`): one
+        request per version, and one per payload prefix the plan reads from (those
+        together, in one round trip). An
+        object longer than its manifest says holds every byte the plan reads, and
+        every byte read is verified: such a version is whole, as it is to
+        ``pull``, or a worker would wait for it forever.
         """
-        listings: dict[int, dict[str, int]] = {}
-
-        def listed(v: int) -> dict[str, int]:
-            if v not in listings:
-                listings[v] = {o.key: o.size for o in self.store.list(layout.version_dir(v) + "/")}
-            return listings[v]
+        listings = Listings(self.store)
 
         def lookup(v: int) -> Manifest:
-            if not self.manifests.is_cached(v) and layout.manifest_key(v) not in listed(v):
+            key = layout.manifest_key(v)
+            if not self.manifests.is_cached(v) and listings.size(key) is None:
                 raise NotFoundError(f"the manifest of v{v}")
             return self.manifest(v)
 
@@ -213,11 +211,8 @@ class Subscriber:
         except NotFoundError as exc:
             return str(exc)
         wanted = plan.objects
-        absent = [  # shorter than the manifest says, or not there: not whole yet
-            key
-            for key, size in wanted.items()
-            if listed(layout.version_of_key(key) or 0).get(key, -1) < size
-        ]
+        listings.fill(wanted, self._meta_pool)  # the payload prefixes at once
+        absent = [key for key, size in wanted.items() if not listings.holds(key, size)]
         if absent:
             return f"{len(absent)} of the {len(wanted)} payload objects it needs (e.g. {absent[0]})"
         return None

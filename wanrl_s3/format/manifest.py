@@ -6,7 +6,8 @@ against the version's base) and exactly which byte ranges of which payload
 objects hold it. Readers trust nothing in it: :func:`Manifest.from_json`
 checks every field before a single payload byte is fetched (unknown dtypes,
 shapes that disagree with byte counts, overlapping or out-of-range ranges,
-keys that would escape the version's directory, absurd sizes), and each
+keys that would escape the version's directory, absurd sizes, payload prefixes
+out of range), and each
 failure is one :class:`~wanrl_s3.errors.ManifestError` that names the field.
 The format is specified in docs/format.md; reading a manifest from a store is
 :mod:`wanrl_s3.format.manifests`'s alone.
@@ -30,7 +31,11 @@ from ..units import MiB
 from . import dtypes, hashing, layout
 
 FORMAT = "wanrl-s3/manifest"
-SCHEMA_VERSION = 1
+#: The newest schema this reader reads. A writer writes the oldest that holds its manifest
+#: (1 unless a payload object lies under a payload prefix, which needs 2), so readers
+#: from before schema 2 keep reading every version published with one prefix.
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)
 KINDS = ("full", "delta")
 ENCODINGS = ("raw", "planes", "xor-delta")  # planes: docs/full-format.md
 
@@ -55,8 +60,18 @@ class Segment:
 
 @dataclass(frozen=True)
 class ObjectRef:
+    """A payload object: its name within the version (``key``), its size, and the payload
+    prefix it lies under (None: the version's own directory; see ``layout.payload_dir``)."""
+
     key: str
     size: int
+    prefix: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"key": self.key, "size": self.size}
+        if self.prefix is not None:
+            d["prefix"] = self.prefix
+        return d
 
 
 @dataclass(frozen=True)
@@ -129,7 +144,23 @@ class Manifest:
         return None if changed is None else changed / max(1, self.numel)
 
     def payload_key(self, relative: str) -> str:
-        return layout.payload_key(self.version, relative)
+        """The store key of payload object ``relative`` (one of :attr:`objects`)."""
+        return layout.payload_key(self.version, relative, self._prefixes.get(relative))
+
+    @functools.cached_property
+    def _prefixes(self) -> dict[str, int | None]:
+        return {o.key: o.prefix for o in self.objects}
+
+    @property
+    def payload_dirs(self) -> tuple[str, ...]:
+        """Every directory that holds payload objects of this version, in order."""
+        dirs = (layout.payload_dir(self.version, o.prefix) for o in self.objects)
+        return tuple(dict.fromkeys(dirs))
+
+    @property
+    def schema_version(self) -> int:
+        """The oldest schema that holds this manifest (see :data:`SCHEMA_VERSION`)."""
+        return 2 if any(o.prefix is not None for o in self.objects) else 1
 
     @functools.cached_property
     def by_name(self) -> dict[str, TensorEntry]:
@@ -139,7 +170,7 @@ class Manifest:
     def to_dict(self, *, with_signature: bool = True) -> dict[str, Any]:
         d: dict[str, Any] = {
             "format": FORMAT,
-            "schema_version": SCHEMA_VERSION,
+            "schema_version": self.schema_version,
             "run_id": self.run_id,
             "version": self.version,
             "created_at": format_iso(self.created_at_s),
@@ -150,7 +181,7 @@ class Manifest:
             **({"base_manifest_hash": self.base_manifest_hash} if self.base_manifest_hash else {}),
             **({"origin_run_id": self.origin_run_id} if self.origin_run_id else {}),
             "metadata": dict(self.metadata),
-            "objects": [{"key": o.key, "size": o.size} for o in self.objects],
+            "objects": [o.to_dict() for o in self.objects],
             "tensors": [_tensor_dict(t) for t in self.tensors],
         }
         if with_signature and self.signature is not None:
@@ -378,10 +409,10 @@ def _parse_manifest(f: Fields) -> Manifest:
     if fmt != FORMAT:
         raise f.fail("format", f"must be {FORMAT!r}, got {fmt!r}")
     schema = f.get_int("schema_version", 1, 10**6)
-    if schema != SCHEMA_VERSION:
+    if schema not in SCHEMA_VERSIONS:
         raise f.fail(
             "schema_version",
-            f"is {schema}; this reader supports {SCHEMA_VERSION} "
+            f"is {schema}; this reader supports {' and '.join(map(str, SCHEMA_VERSIONS))} "
             "(upgrade wanrl-s3 to read newer manifests)",
         )
     f = Fields(f.raw, f.path, _TOP_FIELDS)
@@ -396,7 +427,7 @@ def _parse_manifest(f: Fields) -> Manifest:
         raise f.fail(
             "created_at", "must be an ISO-8601 UTC time like 2026-01-31T12:00:00.000000Z"
         ) from None
-    objects = _parse_objects(f)
+    objects = _parse_objects(f, schema)
     tensors = tuple(
         _parse_tensor(Fields(t, f"{f.path}: tensors[{i}]", _TENSOR_FIELDS), kind)
         for i, t in enumerate(f.get_list("tensors", MAX_TENSORS))
@@ -490,10 +521,12 @@ def parse_signature(f: Fields) -> dict[str, str] | None:
     return sig
 
 
-def _parse_objects(f: Fields) -> dict[str, ObjectRef]:
+def _parse_objects(f: Fields, schema: int) -> dict[str, ObjectRef]:
+    """The payload objects; from schema 2 on, each may name its payload prefix."""
+    allowed = ("key", "size", "prefix") if schema >= 2 else ("key", "size")
     objects: dict[str, ObjectRef] = {}
     for i, raw in enumerate(f.get_list("objects", MAX_TENSORS)):
-        o = Fields(raw, f"{f.path}: objects[{i}]", ("key", "size"))
+        o = Fields(raw, f"{f.path}: objects[{i}]", allowed)
         key = o.get_str("key", max_len=512)
         try:
             check_key(key, field_name="key")
@@ -502,7 +535,8 @@ def _parse_objects(f: Fields) -> dict[str, ObjectRef]:
         if key in objects or key == layout.MANIFEST_NAME:
             raise o.fail("key", f"{key!r} is listed twice or names the manifest")
         size = o.get_int("size", 0, MAX_OBJECT_BYTES)
-        objects[key] = ObjectRef(key, size)
+        prefix = o.opt_int("prefix", 0, layout.MAX_PAYLOAD_PREFIXES - 1)
+        objects[key] = ObjectRef(key, size, prefix)
     return objects
 
 

@@ -7,6 +7,10 @@ Parts of every object upload in parallel on a shared pool while the stream
 goes on; a shared semaphore bounds the parts held in memory, so publishing
 never holds a second copy of the model.
 
+``prefix_of(n)`` names the payload prefix object n goes under (``v/p<k>/<version>/...``,
+see :mod:`wanrl_s3.format.layout`; ``PublishConfig.payload_prefix`` deals consecutive
+objects over consecutive prefixes), or None for the version's own directory.
+
 Given several stores (fanout to every region), each object is opened in every
 store under the same key and fed the same bytes as they stream past, so one
 pass over the tensors fills every region with the same object layout, and one
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..format.layout import payload_key
@@ -35,10 +39,12 @@ class PayloadWriter:
         object_bytes: int,
         part_bytes: int,
         concurrency: int,
+        prefix_of: Callable[[int], int | None] = lambda index: None,
     ) -> None:
         self.stores = (stores,) if isinstance(stores, ObjectStore) else tuple(stores)
         self.version, self.publish_id = version, publish_id
         self.object_bytes, self.part_bytes = object_bytes, part_bytes
+        self._prefix = prefix_of
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
         self._closer = ThreadPoolExecutor(2 * len(self.stores), thread_name_prefix="wanrl-complete")
         self._slots = threading.Semaphore(concurrency + 2)
@@ -52,9 +58,12 @@ class PayloadWriter:
     def _relative(self, index: int) -> str:
         return f"{self.publish_id}/{index:06d}.bin"
 
+    def _key(self, index: int) -> str:
+        return payload_key(self.version, self._relative(index), self._prefix(index))
+
     def _current(self) -> tuple[ObjectWriter, ...]:
         if self._writer is None:
-            key = payload_key(self.version, self._relative(len(self._writers)))
+            key = self._key(len(self._writers))
             self._writer = tuple(
                 store.open_writer(key, self._pool, part_bytes=self.part_bytes, slots=self._slots)
                 for store in self.stores
@@ -67,8 +76,9 @@ class PayloadWriter:
         writers, self._writer = self._writer, None
         if writers is None:
             return
+        index = len(self._writers) - 1
         self._objects.append(
-            ObjectRef(self._relative(len(self._writers) - 1), writers[0].bytes_written)
+            ObjectRef(self._relative(index), writers[0].bytes_written, self._prefix(index))
         )
         for writer in writers:
             self._close_later(writer)
@@ -126,7 +136,7 @@ class PayloadWriter:
 
     def delete_objects(self, stores: Sequence[ObjectStore] | None = None) -> None:
         """Remove the objects written so far from ``stores`` (default: all of them)."""
-        keys = [payload_key(self.version, self._relative(i)) for i in range(len(self._writers))]
+        keys = [self._key(i) for i in range(len(self._writers))]
         for store in self.stores if stores is None else stores:
             with contextlib.suppress(Exception):  # leftovers are the GC's job
                 store.delete(keys)

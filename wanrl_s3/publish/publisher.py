@@ -28,6 +28,7 @@ bigger than ``max_delta_fraction`` of a full snapshot.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -79,6 +80,11 @@ class PublishConfig:
     # readers that require signatures refuse it after, so a frozen or replayed pointer
     # is seen. Set it well above kappa * T_train. None: the pointer never expires.
     latest_expiry_s: float | None = 7 * 24 * 3600.0
+    # Payload objects dealt over this many prefixes of the store (v/p0/ ... v/p<K-1>/), fixed
+    # for the run, so a fleet's reads of one version are not all asked of one prefix: the
+    # planner's peak reads a second over the provider's per-prefix limit, rounded up
+    # (`wanrl-s3 estimate` names it). 1: every object in the version's own directory.
+    payload_prefixes: int = 1
 
     def __post_init__(self) -> None:
         if self.delta not in DELTA_MODES:
@@ -95,6 +101,24 @@ class PublishConfig:
         require_int("concurrency", self.concurrency)
         if self.latest_expiry_s is not None:
             require_positive("latest_expiry_s", self.latest_expiry_s)
+        if require_int("payload_prefixes", self.payload_prefixes) > layout.MAX_PAYLOAD_PREFIXES:
+            raise UsageError(
+                f"payload_prefixes must be at most {layout.MAX_PAYLOAD_PREFIXES}, "
+                f"got {self.payload_prefixes}"
+            )
+
+    def payload_prefix(self, version: int, index: int, rank: int = 0) -> int | None:
+        """The payload prefix that payload object ``index`` of ``version`` goes under (of
+        rank ``rank``'s share, publishing across ranks); None: the version's own folder.
+
+        Consecutive objects on consecutive prefixes, so a reader's ranged GETs move from
+        one prefix to the next; each version, and each rank's share, starts one prefix
+        further on, so a version of fewer objects than prefixes does not always load the
+        first ones.
+        """
+        if self.payload_prefixes == 1:
+            return None
+        return (version + rank + index) % self.payload_prefixes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -311,8 +335,11 @@ class VersionWriter:
         run_id: str,
         signer: Any = None,
         keep_base: bool = True,
+        rank: int = 0,
     ) -> None:
-        """``run_id``: the run a store with no version yet starts (see :attr:`origin_run_id`)."""
+        """``run_id``: the run a store with no version yet starts (see :attr:`origin_run_id`).
+        ``rank``: the publishing rank whose share this writes (0 of 1 for a whole
+        version); the ranks of one version start their payload on different prefixes."""
         self.stores = (store,) if isinstance(store, ObjectStore) else tuple(store)
         if not self.stores:
             raise UsageError("a Publisher needs at least one store")
@@ -321,6 +348,7 @@ class VersionWriter:
         self.run_id = run_id
         self.signer = signer
         self.keep_base = keep_base
+        self.rank = rank
         # the run the versions belong to (every manifest and LATEST names it, readers follow
         # one run): the store's, learnt at the first publication, or ``run_id``
         self.origin_run_id: str | None = None
@@ -403,6 +431,7 @@ class VersionWriter:
             object_bytes=cfg.object_bytes,
             part_bytes=cfg.part_bytes,
             concurrency=cfg.concurrency,
+            prefix_of=functools.partial(cfg.payload_prefix, version, rank=self.rank),
         )
         entries: list[TensorEntry] = []
         try:

@@ -68,6 +68,7 @@ from ..errors import (
     WanrlError,
 )
 from ..format import layout
+from ..format.listing import Listings
 from ..format.manifest import RUN_ID_RE, Manifest
 from ..format.manifests import Manifests
 from ..io.tensors import StateDict, iter_items
@@ -141,7 +142,7 @@ class ShardedPublisher:
             raise UsageError(
                 f"run_id must be 1-128 characters of letters, digits and '._-', got {run_id!r}"
             )
-        self._writer = VersionWriter(store, config, run_id=run_id, signer=signer)
+        self._writer = VersionWriter(store, config, run_id=run_id, signer=signer, rank=rank)
         self.clock = clock or SYSTEM_CLOCK
 
     @property
@@ -287,8 +288,7 @@ class ShardedPublisher:
         """Remove the payload of ``records`` from ``stores`` (best effort; gc collects the rest)."""
         if not records:
             return
-        version = records[0].version
-        keys = [layout.payload_key(version, key) for r in records for key in r.object_keys]
+        keys = [r.share.payload_key(o.key) for r in records if r.share for o in r.share.objects]
         for store in stores:
             with contextlib.suppress(StoreError):
                 store.delete(keys)
@@ -358,11 +358,12 @@ def _holds(manifest: Manifest, record: ShareRecord) -> bool:
 def _check_landed(stores: Sequence[ObjectStore], records: Sequence[ShareRecord]) -> None:
     """Every object a share names exists, at its recorded size, in every store."""
     version = records[0].version
+    shares = [(r, r.share) for r in records if r.share is not None]
     for store in stores:
-        sizes = {o.key: o.size for o in store.list(layout.version_dir(version) + "/")}
-        for r in records:
-            for obj in () if r.share is None else r.share.objects:
-                found = sizes.get(layout.payload_key(version, obj.key))
+        listings = Listings(store)
+        for r, share in shares:
+            for obj in share.objects:
+                found = listings.size(share.payload_key(obj.key))
                 if found != obj.size:
                     raise VerificationError(
                         f"v{version}: rank {r.rank}'s share names {obj.key!r} of {obj.size} "

@@ -31,7 +31,10 @@ log = logging.getLogger(__name__)
 AUTO = "auto"
 DEFAULT_VERSION_BYTES = 64 * MiB  # what the score assumes when no region has a version yet
 # Probes fail fast: a region that needs retries to answer is not the one to read from.
-PROBE_RETRY = RetryPolicy(max_attempts=2, base_delay_s=0.05, max_delay_s=0.2)
+PROBE_RETRY = RetryPolicy(
+    max_attempts=2, base_delay_s=0.05, max_delay_s=0.2,
+    throttled_attempts=2, throttled_base_delay_s=0.05, throttled_max_delay_s=0.2,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,13 @@ from ..errors import (
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    ThrottledError,
     TransientStoreError,
     UsageError,
 )
 from ..format.layout import cache_control
 from .checksums import DAMAGED_BODY_RE
-from .retry import RetryPolicy
+from .retry import THROTTLE_STATUSES, RetryPolicy
 from .sink import ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import MarkedUploads, PastTheEnd, marker_key, timestamp_s
@@ -187,6 +188,8 @@ class AzureBlobStore(MarkedUploads):
                 raise TransientStoreError(f"{where}: {exc.message}") from exc
             if exc.status_code == 416:
                 raise PastTheEnd(f"{where}: the object ends before the range") from exc
+            if exc.status_code in THROTTLE_STATUSES:
+                raise ThrottledError(f"{where}: {exc.status_code}") from exc
             if exc.status_code in _TRANSIENT_STATUS:
                 raise TransientStoreError(f"{where}: {exc.status_code}") from exc
             raise StoreError(f"{where}: {exc.status_code} {exc.reason}") from exc

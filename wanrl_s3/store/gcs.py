@@ -43,12 +43,13 @@ from ..errors import (
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    ThrottledError,
     TransientStoreError,
     UsageError,
 )
 from ..format.layout import cache_control
 from .checksums import DAMAGED_BODY_RE, upload_checksum
-from .retry import RetryPolicy
+from .retry import THROTTLE_STATUSES, RetryPolicy
 from .sink import CappedSink, ranged_response
 from .spec import Blob, ObjectInfo, ObjectStore
 from .staging import UPLOADS_PREFIX, MarkedUploads, PastTheEnd, timestamp_s
@@ -159,6 +160,8 @@ class GcsStore(MarkedUploads):
         except google.auth.exceptions.GoogleAuthError as exc:
             raise UsageError(f"{where}: Google credentials failed: {exc}") from exc
         except gx.GoogleAPICallError as exc:
+            if exc.code in THROTTLE_STATUSES:
+                raise ThrottledError(f"{where}: {exc.code}") from exc
             if exc.code in _TRANSIENT_STATUS or isinstance(exc, gx.ServerError):
                 raise TransientStoreError(f"{where}: {exc.code}") from exc
             if isinstance(exc, gx.BadRequest) and DAMAGED_BODY_RE.search(str(exc.message)):

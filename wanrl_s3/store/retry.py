@@ -1,12 +1,17 @@
 """Retries for transient store failures, and the one backoff of the package, on an injectable clock.
 
-The s3 backend maps its library's connection resets, timeouts, throttling and
-5xx answers to :class:`~wanrl_s3.errors.TransientStoreError`; everything built on
-the store primitives retries those (and only those) here, with capped
-exponential backoff and full jitter. :class:`Backoff` computes those waits and
-every other wait after a failure (the watcher's polls, downloads and
-visibility checks), so there is one formula to read and test. The clock is
-injectable so that retry and polling tests run on fake time.
+The s3 backend maps its library's connection resets, timeouts and 5xx answers to
+:class:`~wanrl_s3.errors.TransientStoreError`, and a store's "slow down" (S3's 503
+SlowDown, a 429) to its subclass :class:`~wanrl_s3.errors.ThrottledError`;
+everything built on the store primitives retries those (and only those) here, with
+capped exponential backoff and full jitter. A throttled request has a budget of
+its own, longer and more patient (as s3transfer and botocore treat throttling
+apart): the store is not failing, it is over its request rate, and a request that
+gives up fails the whole download it belongs to, which a worker then starts over
+(at 10,000 workers on one prefix, docs/scale.md counts the bytes that costs).
+:class:`Backoff` computes those waits and every other wait after a failure (the
+watcher's polls, downloads and visibility checks), so there is one formula to read
+and test. The clock is injectable so that retry and polling tests run on fake time.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
-from ..errors import StoreError, TransientStoreError, UsageError
+from ..errors import StoreError, ThrottledError, TransientStoreError, UsageError
 from ..units import require_int, require_non_negative
 
 T = TypeVar("T")
+#: HTTP statuses by which a store says "over the request rate: slow down" (S3's 503
+#: SlowDown, GCS's 429, Azure's 503 ServerBusy): :class:`ThrottledError` in every backend.
+THROTTLE_STATUSES = frozenset({429, 503})
 _MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float overflow
 
 
@@ -115,34 +123,99 @@ class Backoff:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How often and how patiently to retry a transient failure."""
+    """How often and how patiently to retry a transient failure, and a throttled request.
+
+    ``max_attempts`` tries (waits from ``base_delay_s`` doubling to ``max_delay_s``) for a
+    failure that is the connection's or the server's; ``throttled_attempts`` tries (waits
+    from ``throttled_base_delay_s`` doubling to ``throttled_max_delay_s``: about 75 s in
+    all, on average) for a store that asks its clients to slow down. Each kind counts
+    against its own budget; both full jitter.
+    """
 
     max_attempts: int = 6
     base_delay_s: float = 0.2
     max_delay_s: float = 10.0
     clock: Clock = field(default=SYSTEM_CLOCK, compare=False)
     rng: random.Random = field(default_factory=random.Random, compare=False, repr=False)
+    throttled_attempts: int = 12
+    throttled_base_delay_s: float = 1.0
+    throttled_max_delay_s: float = 20.0
 
     def __post_init__(self) -> None:
         require_int("RetryPolicy.max_attempts", self.max_attempts)
-        if self.base_delay_s < 0 or self.max_delay_s < self.base_delay_s:
-            raise UsageError("RetryPolicy delays must satisfy 0 <= base_delay_s <= max_delay_s")
+        require_int("RetryPolicy.throttled_attempts", self.throttled_attempts)
+        for first, cap in (
+            (self.base_delay_s, self.max_delay_s),
+            (self.throttled_base_delay_s, self.throttled_max_delay_s),
+        ):
+            if first < 0 or cap < first:
+                raise UsageError(
+                    "RetryPolicy delays must satisfy 0 <= base_delay_s <= max_delay_s "
+                    "(and the same for throttled_base_delay_s and throttled_max_delay_s)"
+                )
 
     @property
     def backoff(self) -> Backoff:
         return Backoff.full(self.base_delay_s, self.max_delay_s)
 
+    @property
+    def throttled_backoff(self) -> Backoff:
+        return Backoff.full(self.throttled_base_delay_s, self.throttled_max_delay_s)
+
     def delay_s(self, attempt: int) -> float:
         """Full-jitter backoff before retry number ``attempt`` (1-based)."""
         return self.backoff.wait_s(attempt, self.rng)
 
+    def throttled_delay_s(self, attempt: int) -> float:
+        """Full-jitter backoff before retry number ``attempt`` of a throttled request."""
+        return self.throttled_backoff.wait_s(attempt, self.rng)
+
+    def attempts(self) -> Attempts:
+        """A fresh count of one request's failures in a row."""
+        return Attempts(self)
+
     def call(self, fn: Callable[[], T], what: str) -> T:
         """Run ``fn``, retrying TransientStoreError; ``what`` names it in the final error."""
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = self.attempts()
+        while True:
             try:
                 return fn()
             except TransientStoreError as exc:
-                if attempt == self.max_attempts:
-                    raise StoreError(f"{what} failed after {attempt} attempts: {exc}") from exc
-                self.clock.sleep(self.delay_s(attempt))
-        raise AssertionError("unreachable")  # pragma: no cover
+                if not attempts.failed(exc):
+                    raise StoreError(
+                        f"{what} failed after {attempts.count} attempts: {exc}"
+                    ) from exc
+
+
+class Attempts:
+    """One request's failures in a row, each kind against its own budget of the policy."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.transient = 0
+        self.throttled = 0
+
+    @property
+    def count(self) -> int:
+        return self.transient + self.throttled
+
+    def failed(self, exc: BaseException | None) -> bool:
+        """Count one failure (``exc``; None: a stream that ended early) and wait the backoff
+        it asks for: True when the request may go again, False when its budget is spent."""
+        policy = self.policy
+        if isinstance(exc, ThrottledError):
+            self.throttled += 1
+            if self.throttled >= policy.throttled_attempts:
+                return False
+            wait_s = policy.throttled_delay_s(self.throttled)
+        else:
+            self.transient += 1
+            if self.transient >= policy.max_attempts:
+                return False
+            wait_s = policy.delay_s(self.transient)
+        policy.clock.sleep(wait_s)
+        return True
+
+    def reset(self) -> None:
+        """The request made progress: its next failure is a first one again."""
+        self.transient = self.throttled = 0

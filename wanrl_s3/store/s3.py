@@ -39,13 +39,14 @@ from ..errors import (
     NotFoundError,
     PreconditionFailedError,
     StoreError,
+    ThrottledError,
     TransientStoreError,
     UsageError,
 )
 from ..format.layout import cache_control
 from ..units import MiB
 from .checksums import CHECKSUM_ALGORITHM, range_md5, upload_checksum
-from .retry import RetryPolicy
+from .retry import THROTTLE_STATUSES, RetryPolicy
 from .s3_confirm import UploadConfirmations
 from .sink import StreamBroke, read_socket_into
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
@@ -79,6 +80,11 @@ RETRYABLE_CODES = frozenset(
         "XAmzContentChecksumMismatch",
         "XAmzContentSHA256Mismatch",
     }
+)
+#: S3 error codes (and statuses) that mean "over the request rate: slow down": retried
+#: after the longer backoff of a throttled request (``RetryPolicy.throttled_*``).
+THROTTLE_CODES = frozenset(
+    {"SlowDown", "ServiceUnavailable", "503", "TooManyRequests", "429", "RequestLimitExceeded"}
 )
 #: What botocore accepts as a bucket name (checked here first, so a typo is one line).
 BUCKET_RE = re.compile(r"^[A-Za-z0-9.\-_]{1,255}$")
@@ -291,6 +297,8 @@ class S3Store(ObjectStore):
                 f"bucket {self.bucket!r} does not exist at "
                 f"{self.endpoint_url or 'the default endpoint'}"
             )
+        if code in THROTTLE_CODES or status in THROTTLE_STATUSES:
+            return ThrottledError(f"{where}: {code or status}")
         if code in RETRYABLE_CODES or (status >= 500 and status != 501):  # 501: never will
             return TransientStoreError(f"{where}: {code or status}")
         return StoreError(f"{where}: {code or status} {err.get('Message', '')}".rstrip())

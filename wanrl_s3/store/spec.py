@@ -393,26 +393,26 @@ class ObjectStore(abc.ABC):
         retry fixes, so that is a :class:`VerificationError` at once.
         """
         check_key(key)
-        done = failures = 0
-        last_error: Exception | None = None
+        done = 0
+        attempts = self.retry.attempts()  # a throttled GET waits longer (RetryPolicy)
         while done < len(buf):
+            error: Exception | None = None
             try:
                 got = self._read_into(key, offset + done, buf[done:])
             except TransientStoreError as exc:
-                got, last_error = 0, exc
+                got, error = 0, exc
             else:
                 if got == 0:
                     self._require_size(key, offset + len(buf))
             if got > 0:
-                done, failures = done + got, 0
+                done += got
+                attempts.reset()
                 continue
-            failures += 1
-            if failures >= self.retry.max_attempts:
+            if not attempts.failed(error):
                 raise StoreError(
                     f"GET {key} bytes {offset + done}-{offset + len(buf) - 1} failed after "
-                    f"{failures} attempts: {last_error or 'the stream ended early'}"
-                ) from last_error
-            self.retry.clock.sleep(self.retry.delay_s(failures))
+                    f"{attempts.count} attempts: {error or 'the stream ended early'}"
+                ) from error
 
     def _require_size(self, key: str, end: int) -> None:
         """Refuse an object too short to hold bytes up to ``end`` (or gone altogether)."""

@@ -15,6 +15,8 @@
   gs:// and az://; :func:`make_gcs_bucket` and :func:`make_azure_container` make buckets.
 - :func:`local_cdn_edge` runs nginx as a caching edge (a CDN stand-in) in front of an origin;
   :func:`allow_edge_reads` opens a run's ``v/`` and LATEST on a local bucket to it.
+- :class:`FaultProxy` injects faults between a client and an S3 server; a :class:`RateLimit`
+  in it answers 503 SlowDown past a request rate per prefix, as S3 does.
 - :class:`StoreContract` is the store contract suite a backend subclasses;
   :func:`through_fault_proxy` gives it its store behind a :class:`FaultProxy`.
 
@@ -63,6 +65,9 @@ _PUBLIC: dict[str, str] = {
     "nudge_state": ".synthetic",
     "param_count": ".synthetic",
     "random_bf16_state": ".synthetic",
+    "ONE_PARTITION": ".throttle",
+    "PAYLOAD_PREFIX_PARTITIONS": ".throttle",
+    "RateLimit": ".throttle",
     "StoreContract": ".contract",
     "through_fault_proxy": ".contract",
 }
@@ -102,5 +107,8 @@ if TYPE_CHECKING:
     from .synthetic import nudge_state as nudge_state
     from .synthetic import param_count as param_count
     from .synthetic import random_bf16_state as random_bf16_state
+    from .throttle import ONE_PARTITION as ONE_PARTITION
+    from .throttle import PAYLOAD_PREFIX_PARTITIONS as PAYLOAD_PREFIX_PARTITIONS
+    from .throttle import RateLimit as RateLimit
 else:  # hidden from type checkers, so that a misspelt name is an error there
     __getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)

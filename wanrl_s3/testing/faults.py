@@ -8,7 +8,8 @@ response to a conditional write), truncated and trickling bodies, and flipped
 bytes in either direction, and conditional headers dropped (a store that
 ignores ``If-None-Match`` and ``If-Match``). Which request gets which fault is chosen by
 :class:`Rule` s (method, key pattern, probability, how many times) from a seeded
-random generator, and every fault is counted.
+random generator, and every fault is counted. A :class:`~wanrl_s3.testing.RateLimit`
+adds S3's request-rate limit per prefix: requests past it are answered 503 SlowDown.
 
 Requests are forwarded byte for byte (SigV4 signs them), chunked bodies
 included (boto3's ``aws-chunked`` uploads with trailing checksums pass through
@@ -36,6 +37,7 @@ from typing import BinaryIO
 from ..errors import UsageError
 from .seaweed import CREDENTIALS
 from .sigv4 import resign
+from .throttle import RateLimit
 
 _MAX_LINE_BYTES = 64 * 1024
 _MAX_HEADERS = 200
@@ -261,8 +263,10 @@ class FaultProxy:
         trickle_delay_s: float = 0.02,
         trickle_max_s: float = 0.5,
         secret_key: str = CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        rate_limit: RateLimit | None = None,
     ) -> None:
-        """``secret_key`` re-signs requests whose headers a fault changed."""
+        """``secret_key`` re-signs requests whose headers a fault changed. ``rate_limit``
+        refuses (503 SlowDown) what a partition is asked past its rate, before any rule."""
         parsed = urllib.parse.urlsplit(upstream)
         if parsed.scheme != "http" or not parsed.hostname or not parsed.port:
             raise UsageError(f"FaultProxy needs an http://HOST:PORT upstream, got {upstream!r}")
@@ -270,6 +274,7 @@ class FaultProxy:
         self.timeout_s = timeout_s
         self.trickle = (trickle_bytes, trickle_delay_s, trickle_max_s)
         self._secret_key = secret_key
+        self.rate_limit = rate_limit
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._rules: list[tuple[Rule, int]] = []  # (rule, times fired)
@@ -338,6 +343,10 @@ class FaultProxy:
             self.requests += 1
             self.repeats += ident in self._seen
             self._seen.add(ident)
+            limit = self.rate_limit
+            if limit is not None and not limit.admit(method.decode(), target.decode("latin-1")):
+                self.counts[Fault.SLOW_DOWN] += 1
+                return Fault.SLOW_DOWN
             for i, (rule, fired) in enumerate(self._rules):
                 if not rule.matches(method.decode(), path, len(req.body)):
                     continue

@@ -116,6 +116,7 @@ class TrainerSide:
             delta=settings.delta,
             keyframe_every=settings.keyframe_every,
             concurrency=settings.concurrency,
+            payload_prefixes=settings.payload_prefixes,
         )
         if not self.sharded:
             self.core = self._core(Publisher(self.stores, self.config, signer=self.signer))

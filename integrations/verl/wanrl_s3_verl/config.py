@@ -208,6 +208,7 @@ class EngineSettings(StoreSettings):
 
     delta: str = "auto"
     keyframe_every: int = 10
+    payload_prefixes: int = 1
     publish_every: int = 1
     dtype: str = "bf16"
     poll_interval_s: float = 2.0
@@ -246,6 +247,7 @@ class EngineSettings(StoreSettings):
         self._str("region", required=True)
         self._choice("delta", DELTA_MODES)
         self._int("keyframe_every", 1)
+        self._int("payload_prefixes", 1)
         self._int("publish_every", 1)
         self._choice("dtype", PUBLISH_DTYPES)
         self._float("poll_interval_s", 0.0, strict=True)
