@@ -231,13 +231,21 @@ def test_stop_ends_every_connection_and_thread(s3_endpoint: str, bucket: str) ->
 def test_the_store_retry_layer_rides_over_every_fault(
     proxy: FaultProxy, bucket: str, s3_endpoint: str
 ) -> None:
-    retry = RetryPolicy(max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, clock=FakeClock())
+    retry = RetryPolicy(
+        max_attempts=4, base_delay_s=0.0, max_delay_s=0.0, clock=FakeClock(),
+        throttled_attempts=6, throttled_base_delay_s=0.0, throttled_max_delay_s=0.0,
+    )  # fmt: skip
     store = open_store(f"s3://{bucket}/run", endpoint_url=proxy.url, retry=retry)
     store.put_bytes("obj", BODY)
     for fault in (Fault.SLOW_DOWN, Fault.INTERNAL_ERROR, Fault.RESET_BEFORE, Fault.TRUNCATE):
         proxy.set_rules([Rule(fault, method="GET", count=2)])
         assert store.get_bytes("obj") == BODY
-    proxy.set_rules([Rule(Fault.SLOW_DOWN, method="GET")])  # never stops: the layer gives up
+    # faults that never stop: the layer gives up, a throttled request on its own budget
+    proxy.set_rules([Rule(Fault.INTERNAL_ERROR, method="GET")])
     with pytest.raises(StoreError, match="after 4 attempts"):
         store.get_bytes("obj")
-    assert proxy.counts[Fault.SLOW_DOWN] == 2 + 4
+    assert proxy.counts[Fault.INTERNAL_ERROR] == 2 + 4
+    proxy.set_rules([Rule(Fault.SLOW_DOWN, method="GET")])
+    with pytest.raises(StoreError, match="after 6 attempts"):
+        store.get_bytes("obj")
+    assert proxy.counts[Fault.SLOW_DOWN] == 2 + 6
