@@ -119,7 +119,7 @@ from wanrl_s3.cost import (
     TrainerUplink,
     at_fraction_s,
     cdn_download_traffic,
-    cdn_fill_s,
+    cdn_read_s,
     chain_layout,
     chain_worker_times_s,
     fleet_to_csv,
@@ -458,10 +458,11 @@ def bucket_rows(args, fleet, install, bucket, topology: str = "object_storage", 
         requests = as_requests_see_it(fleet, install.request_s)
         predicted, worker_times = predict_bucket(args, requests, install, gb, delta)
         by_rtt = predict_bucket(args, with_worker_rtts(fleet, statuses), install, gb, delta)[0]
-        if logs is not None:  # the planner's CDN rows: the bucket's, and the edge's fill
-            fill_s = cdn_fill_s(fill_rtt_s(args, install))
-            predicted, by_rtt = predicted + fill_s, by_rtt + fill_s
-            worker_times = [t + fill_s for t in worker_times]
+        if logs is not None:  # the planner's CDN rows: the bucket's, through the edges
+            through_s = cdn_read_s(fill_rtt_s(args, install), install.request_s, len(fleet),
+                                   args.cdn_edges)  # fmt: skip
+            predicted, by_rtt = predicted + through_s, by_rtt + through_s
+            worker_times = [t + through_s for t in worker_times]
         versions = [
             {"version": r.version, "stored_bytes": r.stored_bytes, "t_bcast_s": t, "tail_s": tail}
             for r, t, tail in zip(chosen, measured, tails, strict=True)
@@ -573,6 +574,7 @@ def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], 
             uplink_mbps=args.chains * max(w.downlink_mbps for w in fleet.workers) * 2,
             upload_mbps=1e6, cdn=None if "cdn" in args.phases else "none",  # the table's CDN
             cdn_edges=args.cdn_edges, cdn_fill_rtt_ms=fill_rtt_s(args, install) * 1e3,
+            store_answer_ms=install.request_s * 1e3,
             include_unshipped=True,  # the chain was measured: rank it with the buckets
         )  # fmt: skip
         picks = []

@@ -287,5 +287,5 @@ def test_unshipped_rows_are_starred_and_ranked_only_when_asked(
 def test_the_edges_fill_is_said_when_given(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run_cli(capsys, *POINT_8B, "--cdn-fill-rtt-ms", "40")
     assert code == 0
-    assert "its first readers at an edge wait 2 x 40 ms for the edge's fetches" in out
+    assert "first reader at each edge waits 2 x 40 ms for the edge's fetches" in out
     assert "wait 2 x" not in run_cli(capsys, *POINT_8B)[1]

@@ -63,6 +63,30 @@ def test_a_batch_boundary_adds_to_each_rows_broadcast(
     assert capsys.readouterr().err.startswith("wanrl-s3: error: batch_wait_s must be")
 
 
+def test_the_edges_answer_from_cache_without_the_stores_answer_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet = tmp_path / "fleet.csv"
+    fleet.write_text("name,downlink_mbps,uplink_mbps,rtt_ms\na,100,100,10\nb,200,200,20\n")
+    before, _ = plan_of(capsys, "--fleet", str(fleet), "--cdn-edges", "1")
+    after, _ = plan_of(capsys, "--fleet", str(fleet), "--cdn-edges", "1", "--store-answer-ms", "4")
+    for name, row in before["by_topology"].items():
+        saved = 2 * 0.004 if name.startswith("cdn_") else 0.0  # the manifest and payload reads
+        assert after["by_topology"][name]["t_bcast_s"] == pytest.approx(row["t_bcast_s"] - saved)
+    text = [a for a in PLAN if a != "--json"]
+    assert main([*text, "--fleet", str(fleet), "--store-answer-ms", "4"]) == 0
+    assert "cached answers skip the store's 4 ms on 2 reads" in capsys.readouterr().out
+    for argv, says in (
+        (["--store-answer-ms", "11"], "cannot exceed the smallest (a: 10 ms)"),
+        (["--store-answer-ms", "-1"], "store_answer_ms must be"),
+    ):
+        assert main([*PLAN, "--fleet", str(fleet), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("wanrl-s3: error: ") and says in err and err.count("\n") == 1
+    assert main([*PLAN, "--store-answer-ms", "4"]) == 2
+    assert "store_answer_ms needs a fleet" in capsys.readouterr().err
+
+
 def test_fleet_flags_refuse_what_contradicts_them(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

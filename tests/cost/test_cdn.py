@@ -10,7 +10,8 @@ import dataclasses
 
 import pytest
 
-from wanrl_s3.cost.cdn import cdn_download_traffic, cdn_fill_s, origin_fetches
+from wanrl_s3.cost.cdn import cdn_download_traffic, cdn_fill_s, cdn_read_s, origin_fetches
+from wanrl_s3.cost.fleet import FleetLinks, WorkerLink
 from wanrl_s3.cost.inputs import CDN_ROWS, PlanInputs
 from wanrl_s3.cost.plan import estimate, evaluate
 from wanrl_s3.cost.prices import PriceBook
@@ -95,20 +96,50 @@ def test_the_plan_names_the_entries_it_used(inputs_8b: PlanInputs, prices: Price
     )  # fmt: skip
 
 
-def test_the_edges_fill_adds_two_round_trips_to_the_cdn_rows_only(
-    inputs_8b: PlanInputs, prices: PriceBook
+def test_the_edges_fill_is_waited_for_by_the_first_reader_at_each_edge(
+    inputs_8b: PlanInputs,
 ) -> None:
-    fleet = 11
     plain = {
-        name: t_bcast_model_s(inputs_8b, name, fleet)
+        (name, fleet): t_bcast_model_s(inputs_8b, name, fleet)
         for name in ("object_storage_full", "cdn_full", "object_storage_delta", "cdn_delta")
+        for fleet in (4, 11)
     }
-    assert plain["cdn_full"] == plain["object_storage_full"]  # left out by default
+    assert plain["cdn_full", 11] == plain["object_storage_full", 11]  # left out by default
     filled = dataclasses.replace(inputs_8b, cdn_fill_rtt_ms=40.0)
     for kind in ("full", "delta"):
-        bucket = t_bcast_model_s(filled, f"object_storage_{kind}", fleet)
-        assert bucket == plain[f"object_storage_{kind}"]
-        assert t_bcast_model_s(filled, f"cdn_{kind}", fleet) == pytest.approx(bucket + 0.08)
+        for fleet, first_share in ((4, 1.0), (11, 8 / 11)):  # 8 edges: 8 of 11 are first
+            bucket = t_bcast_model_s(filled, f"object_storage_{kind}", fleet)
+            assert bucket == plain[f"object_storage_{kind}", fleet]
+            through = t_bcast_model_s(filled, f"cdn_{kind}", fleet)
+            assert through == pytest.approx(bucket + 0.08 * first_share)
     assert cdn_fill_s(0.04) == pytest.approx(0.08)
+    assert cdn_read_s(0.04, 0.0, workers=100, edges=2) == pytest.approx(0.08 * 2 / 100)
     with pytest.raises(UsageError, match="cdn_fill_rtt_ms"):
         dataclasses.replace(inputs_8b, cdn_fill_rtt_ms=-1.0)
+
+
+def _fleet(*rtts_ms: float) -> FleetLinks:
+    return FleetLinks(tuple(
+        WorkerLink(f"w{k}", downlink_mbps=100.0, uplink_mbps=50.0, rtt_ms=rtt)
+        for k, rtt in enumerate(rtts_ms)
+    ))  # fmt: skip
+
+
+def test_the_edges_cached_answers_skip_the_stores_answer_time_on_two_reads(
+    inputs_8b: PlanInputs,
+) -> None:
+    fleet = _fleet(30.0, 80.0, 120.0)
+    base = dataclasses.replace(inputs_8b, fleet=fleet, workers=3, cdn_edges=1)
+    quick = dataclasses.replace(base, store_answer_ms=7.0, cdn_fill_rtt_ms=20.0)
+    for kind in ("full", "delta"):
+        bucket = t_bcast_model_s(quick, f"object_storage_{kind}", 3)
+        assert bucket == t_bcast_model_s(base, f"object_storage_{kind}", 3)  # bucket unchanged
+        # one edge: one reader in three waits 2 x 20 ms; the manifest and payload skip 7 ms each
+        expected = bucket + 0.04 / 3 - 2 * 0.007
+        assert t_bcast_model_s(quick, f"cdn_{kind}", 3) == pytest.approx(expected)
+    with pytest.raises(UsageError, match=r"cannot exceed the smallest \(w0: 30 ms\)"):
+        dataclasses.replace(base, store_answer_ms=31.0)
+    with pytest.raises(UsageError, match="store_answer_ms needs a fleet"):
+        dataclasses.replace(inputs_8b, store_answer_ms=5.0)
+    with pytest.raises(UsageError, match="store_answer_ms"):
+        dataclasses.replace(base, store_answer_ms=-1.0)

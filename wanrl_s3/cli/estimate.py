@@ -313,8 +313,16 @@ def _add_money_flags(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="MS",
-        help="an edge's round trip to the bucket on a miss, ms; the CDN rows' T_bcast waits "
-        "for two (the manifest, the payload's first slice); 0 leaves them out",
+        help="an edge's round trip to the bucket on a miss, ms; a version's first reader at "
+        "each edge waits for two (the manifest, the payload's first slice); 0 leaves them out",
+    )
+    g.add_argument(
+        "--store-answer-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="the store's own time to answer a request, ms, a part of each --fleet rtt_ms; "
+        "the CDN rows' manifest and payload reads, answered from the edge's cache, skip it",
     )
     g.add_argument(
         "--no-free-tier",
@@ -380,7 +388,7 @@ _PASSTHROUGH = (
     "downlink_mbps", "uplink_mbps", "upload_mbps", "chunk_mb", "provider", "trainer_provider",
     "replicate", "replication_lag_s", "t_bcast_s", "trainer_gpus", "worker_gpu",
     "relay_usd_per_gb", "keyframe_every", "retained_versions", "cdn", "cdn_edges", "free_tier",
-    "cdn_fill_rtt_ms", "payload_prefixes",
+    "cdn_fill_rtt_ms", "store_answer_ms", "payload_prefixes",
     "full_ratio", "trainer_ranks", "trainer_uplink_gbps", "dropped_fraction", "include_unshipped",
 )  # fmt: skip
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..cost.cdn import FILL_ROUND_TRIPS
+from ..cost.cdn import EDGE_ROUND_TRIPS, FILL_ROUND_TRIPS
 from ..cost.inputs import UNSHIPPED
 from ..cost.plan import Plan, TopologyEstimate
 from ..cost.prices import PriceBook
@@ -183,17 +183,23 @@ def _cdn_line(plan: Plan) -> list[str]:
     """How the CDN rows were modelled, or nothing when no CDN fronts the provider."""
     if plan.cdn_display is None:
         return []
-    edges, fill_ms = plan.inputs.cdn_edges, plan.inputs.cdn_fill_rtt_ms
+    i = plan.inputs
     fills = (
-        f"; its first readers at an edge wait {FILL_ROUND_TRIPS} x {fill_ms:g} ms for the edge's "
-        "fetches (--cdn-fill-rtt-ms)"
-        if fill_ms
+        f"; a version's first reader at each edge waits {FILL_ROUND_TRIPS} x "
+        f"{i.cdn_fill_rtt_ms:g} ms for the edge's fetches (--cdn-fill-rtt-ms)"
+        if i.cdn_fill_rtt_ms
+        else ""
+    )
+    answers = (
+        f"; the edge's cached answers skip the store's {i.store_answer_ms:g} ms on "
+        f"{EDGE_ROUND_TRIPS} reads (--store-answer-ms)"
+        if i.store_answer_ms
         else ""
     )
     return [
-        f"cdn: {plan.cdn_display} in front of the bucket, {edges} edges: each version leaves "
-        f"the bucket once per edge reached (min({edges}, workers)), the edges serve every "
-        f"worker{fills}"
+        f"cdn: {plan.cdn_display} in front of the bucket, {i.cdn_edges} edges: each version "
+        f"leaves the bucket once per edge reached (min({i.cdn_edges}, workers)), the edges "
+        f"serve every worker{fills}{answers}"
     ]
 
 

@@ -13,7 +13,7 @@ take and return. The formulas beneath them stay in the private modules.
 
 from __future__ import annotations
 
-from .cdn import cdn_download_traffic, cdn_fill_s
+from .cdn import cdn_download_traffic, cdn_read_s
 from .egress import Traffic, month_usd
 from .fleet import (
     FetchModel,
@@ -52,7 +52,7 @@ __all__ = [
     "activate_cheapest",
     "at_fraction_s",
     "cdn_download_traffic",
-    "cdn_fill_s",
+    "cdn_read_s",
     "chain_layout",
     "chain_worker_times_s",
     "estimate",

@@ -17,13 +17,22 @@ model, per version:
   fetches hit the bucket. LATEST is *not* cached (a stale pointer would hide new
   versions), so its per-version read and the polling stay on the bucket.
 
-Broadcast time is modelled as the bucket's, plus the edge's fill: an edge
-fills at least as fast as one worker downloads, so the bytes arrive when they
-would from the bucket, but a version's first readers at an edge wait for its
-fetches from the bucket, :data:`FILL_ROUND_TRIPS` in sequence (the manifest,
-then the payload's first slice; later slices fill while the worker's slower
-link drains the first). ``--cdn-fill-rtt-ms`` is that fetch's round trip
-(default 0: left out).
+Broadcast time is modelled as the bucket's, changed in two ways (:func:`cdn_read_s`).
+An edge fills at least as fast as one worker downloads, so the bytes arrive when
+they would from the bucket, but:
+
+* **the fill:** a version's first reader at an edge waits for the edge's
+  fetches from the bucket, :data:`FILL_ROUND_TRIPS` in sequence (the manifest,
+  then the payload's first slice; later slices fill while the worker's slower
+  link drains the first). Later readers find both cached, so on average a
+  reader waits for the fill ``min(edges, workers) / workers`` of the time, as
+  the poll term is the poll interval's average. ``--cdn-fill-rtt-ms`` is that
+  fetch's round trip (default 0: left out).
+* **the answer:** a worker's round trip to the bucket includes the store's own
+  time to answer; an edge answering from its cache skips it on the
+  :data:`EDGE_ROUND_TRIPS` reads it serves (the manifest and the payload; the
+  poll and the listing stay on the bucket). ``--store-answer-ms`` is that time
+  (default 0: left out; it needs a fleet, where round trips are modelled).
 """
 
 from __future__ import annotations
@@ -36,11 +45,24 @@ from .reads import chunk_count, fetch_gets, listings
 DEFAULT_EDGES = 8
 #: Fetches from the bucket a version's first reader at an edge waits for, one after the other.
 FILL_ROUND_TRIPS = 2
+#: Of a worker's fetch round trips (the poll, the listing, the manifest, the payload GET;
+#: :data:`~wanrl_s3.cost.fleet.FETCH_ROUND_TRIPS`), those its edge answers.
+EDGE_ROUND_TRIPS = 2
 
 
 def cdn_fill_s(fill_rtt_s: float) -> float:
     """What a CDN adds to a bucket row's T_bcast: the edge's fetches on a miss, in sequence."""
     return FILL_ROUND_TRIPS * require_non_negative("cdn_fill_rtt_s", fill_rtt_s)
+
+
+def cdn_read_s(fill_rtt_s: float, store_answer_s: float, workers: int, edges: int) -> float:
+    """What reading through ``edges`` adds to a bucket row's T_bcast (negative when the
+    edges' cached answers save more than the fill costs): the fill, waited for by the
+    first reader at each edge, on average over the readers, less the store's answer time
+    on the reads an edge serves from its cache (see the module doc)."""
+    first_share = origin_fetches(workers, edges) / workers
+    answer_s = require_non_negative("store_answer_s", store_answer_s)
+    return cdn_fill_s(fill_rtt_s) * first_share - EDGE_ROUND_TRIPS * answer_s
 
 
 def origin_fetches(workers: int, edges: int) -> int:

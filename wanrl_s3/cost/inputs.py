@@ -88,6 +88,9 @@ class PlanInputs:
     cdn_edges: int = DEFAULT_EDGES
     # An edge's round trip to the bucket on a miss, ms; the CDN rows wait for two (cdn.py).
     cdn_fill_rtt_ms: float = 0.0
+    # The store's own time to answer a request, ms: a part of each fleet worker's rtt_ms
+    # that an edge answering from its cache skips (cdn.py). Needs a fleet.
+    store_answer_ms: float = 0.0
     replica_regions: tuple[str, ...] = ()
     free_tier: bool = True
     # A heterogeneous fleet (--fleet / --from-status): T_bcast at bcast_fraction of it.
@@ -160,6 +163,23 @@ class PlanInputs:
             require_int("chains", self.chains)
         if self.fleet is not None and self.workers != len(self.fleet):
             raise UsageError(f"workers must be the fleet's {len(self.fleet)}, got {self.workers}")
+        self._check_store_answer()
+
+    def _check_store_answer(self) -> None:
+        answer_ms = require_non_negative("store_answer_ms", self.store_answer_ms)
+        if not answer_ms:
+            return
+        if self.fleet is None:
+            raise UsageError(
+                "store_answer_ms needs a fleet (--fleet or --from-status): without one the "
+                "bucket rows model no round trips for an edge to shorten"
+            )
+        quickest = min(self.fleet.workers, key=lambda w: w.rtt_ms)
+        if answer_ms > quickest.rtt_ms:
+            raise UsageError(
+                f"store_answer_ms {answer_ms:g} is part of each worker's rtt_ms, so it cannot "
+                f"exceed the smallest ({quickest.name}: {quickest.rtt_ms:g} ms)"
+            )
 
     def _check_publication(self) -> None:
         require_full_ratio(self.full_ratio)

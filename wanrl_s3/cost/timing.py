@@ -17,7 +17,7 @@ from ..errors import UsageError
 from . import capacity as cap
 from . import fleet as fleet_model
 from . import topology
-from .cdn import cdn_fill_s
+from .cdn import cdn_read_s
 from .inputs import BUCKET_ROWS, CDN_ROWS, DELTA_ROWS, MAX_WORKERS, TOPOLOGIES, PlanInputs
 
 
@@ -52,6 +52,13 @@ def bucket_s(inputs: PlanInputs, payload_gb: float, delta: bool = False) -> floa
     )
 
 
+def cdn_s(inputs: PlanInputs, workers: int) -> float:
+    """What the edges add to a bucket row's T_bcast at a fleet size (cdn.py; may be < 0)."""
+    i = inputs
+    size = len(i.fleet) if i.fleet is not None else workers
+    return cdn_read_s(i.cdn_fill_rtt_ms / 1e3, i.store_answer_ms / 1e3, size, i.cdn_edges)
+
+
 def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     """Modelled broadcast time of one topology at a fleet size (a fleet file fixes the size)."""
     i = inputs
@@ -59,8 +66,8 @@ def t_bcast_model_s(inputs: PlanInputs, name: str, workers: int) -> float:
     if name in measured:
         return measured[name]
     if name in BUCKET_ROWS:
-        fill_s = cdn_fill_s(i.cdn_fill_rtt_ms / 1e3) if name in CDN_ROWS else 0.0
-        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS) + fill_s
+        through_s = cdn_s(i, workers) if name in CDN_ROWS else 0.0
+        return bucket_s(i, row_payload_gb(i, name), delta=name in DELTA_ROWS) + through_s
     full, fleet = i.full_gb, i.fleet
     if name == "star" and fleet is None:
         return topology.star_limited_s(full, i.uplink_mbps, i.downlink_mbps, workers)
