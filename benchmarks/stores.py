@@ -204,7 +204,7 @@ def compare(candidates: list[Candidate], total_bytes: int, repeat: int) -> None:
 
     The reads go to the same objects (the layout a publish makes: 16 MiB parts or
     blocks), since a server may serve two layouts of the same bytes at different
-    costs (Azurite does: see docs/benchmarks.md).
+    costs (Azurite does: see docs/results/stores.md).
     """
     data = os.urandom(OBJECT_BYTES)
     mine = next(c for c in candidates if c.cleanup is not None)

@@ -5,7 +5,7 @@ object a gigabyte. Each reader asks for its limit plus one byte (a ranged GET)
 and refuses a larger object having read no more: checked here over real HTTP
 (SeaweedFS behind a counting proxy) by the bytes that crossed the wire and the
 requests made. The memory a whole CLI process spends on such objects is
-measured by the fault campaign (benchmarks/faults.py, docs/benchmarks.md).
+measured by the fault campaign (benchmarks/faults.py, docs/results/faults.md).
 """
 
 from __future__ import annotations

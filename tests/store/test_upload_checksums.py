@@ -126,7 +126,7 @@ def test_bodies_are_checked_by_their_signed_crc_not_hashed_into_the_signature(
     s3_endpoint: str,
 ) -> None:
     """A SHA-256 of every body for the signature costs a publish 0.6 CPU s per GB
-    on each side (docs/benchmarks.md); the body's CRC32C, in a signed header, is
+    on each side (docs/results/transfer.md); the body's CRC32C, in a signed header, is
     what the service checks (the byte-flip tests above), so no body is hashed."""
     from wanrl_s3.store.s3 import CHECKSUM_ALGORITHM
 

@@ -27,8 +27,9 @@ from ..units import require_int, require_non_negative, require_positive
 from .topology import transfer_s
 
 #: Stored over raw bytes of a full bf16 snapshot under the lossless byte-plane
-#: codec (``wanrl_s3.codec.full``). From docs/benchmarks.md, "Full snapshots,
-#: losslessly", row ``full.py (chosen)`` of the LLaMA-like table (550,900,480 bf16
+#: codec (``wanrl_s3.codec.full``). From docs/results/full_codec.md (the runs behind
+#: docs/benchmarks.md, "Full snapshots, losslessly"), row ``full.py (chosen)`` of the
+#: LLaMA-like table (550,900,480 bf16
 #: weights with per-tensor scales, 1.102 GB): 0.671. The same codec stored the
 #: weights of the transformer trained there at 0.664; the planner takes the
 #: larger, so it never promises more than was measured. Random bytes, int8 and

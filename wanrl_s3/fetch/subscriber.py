@@ -40,10 +40,10 @@ from .stream import Streamer, Tensor
 log = logging.getLogger(__name__)
 PREFETCH_MANIFESTS = 64  # at most this many manifests below a target are fetched at once
 # payload bytes held in buffers while a version streams in: 16 requests of 8 MiB in flight
-# (64 MiB: 0.1x less memory on a 1 GiB pull, 1.7x its time against moto, docs/benchmarks.md)
+# (64 MiB: 0.1x less memory on a 1 GiB pull, 1.7x its time against moto, docs/results/memory.md)
 WINDOW_BYTES = 128 * MiB
 # one GET per 16 MiB, so that a pull of fewer than 16 payload objects still keeps its 16
-# connections busy (SeaweedFS: 1.3x the pull of one GET per 64 MiB, docs/benchmarks.md)
+# connections busy (SeaweedFS: 1.3x the pull of one GET per 64 MiB, docs/results/transfer.md)
 RANGE_BYTES = 16 * MiB
 Allocator = Callable[[TensorEntry], np.ndarray]
 

@@ -2,7 +2,7 @@
 
 By default glibc raises its mmap threshold as big blocks are freed (up to 32 MiB), and
 from then on the download threads' response bodies (8 MiB each) come from per-thread
-arenas that keep the memory after use. Measured (docs/benchmarks.md): a 1 GiB delta
+arenas that keep the memory after use. Measured (docs/results/memory.md): a 1 GiB delta
 publish kept 50-60 MiB more resident, and a rollout engine holding its snapshot in
 memory about 130 MiB (1.27x of the snapshot instead of 1.13x).
 

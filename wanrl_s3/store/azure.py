@@ -227,7 +227,7 @@ class AzureBlobStore(MarkedUploads):
         Not ``download_blob``: the SDK's downloader holds the whole range, joins
         its chunks and copies them out (4 copies of every byte in Python, an
         object per MiB), which held az:// pulls at a quarter of other libraries'
-        speed on a loaded machine (profiles in docs/benchmarks.md); and it
+        speed on a loaded machine (profiles in docs/results/stores.md); and it
         retries a broken range from its start. Here the request goes through the
         client's own pipeline (credentials, API version, transport and its
         connection pool), the body lands in ``buf`` in one copy, and a broken

@@ -211,7 +211,7 @@ class GcsStore(MarkedUploads):
 
         Not ``download_to_file``: google-resumable-media copies every chunk
         through Python objects on its way to a file object (a third of the
-        throughput a plain ranged GET reaches on the emulator, docs/benchmarks.md).
+        throughput a plain ranged GET reaches on the emulator, docs/results/stores.md).
         The request goes through the client's own session (credentials, their
         refresh, the connection pool) and the body lands in ``buf`` in one copy.
         """

@@ -16,7 +16,7 @@ any transit fault), and a checksum that the service echoes back must equal
 ours. A service that checks nothing (moto, Ceph RGW 16) is caught by
 :mod:`wanrl_s3.store.s3_confirm`: no upload, plain or multipart, is reported
 as written before an MD5 ETag or a read-back shows the bytes sent were
-stored. Measured cost in docs/benchmarks.md (transfer).
+stored. Measured cost in docs/results/transfer.md.
 """
 
 from __future__ import annotations

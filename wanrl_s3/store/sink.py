@@ -7,7 +7,7 @@ http.client. :func:`read_socket_into` reads the body from the socket straight
 into the buffer (``readinto``): one copy from the kernel into the tensor's
 memory, no chunk objects. The SDKs' own downloaders cost three to five copies
 and an object per chunk; on a loaded machine that CPU is what held a pull back
-(profiles in docs/benchmarks.md, "Object-store libraries"). The count of bytes
+(profiles in docs/results/stores.md). The count of bytes
 that arrived survives a broken stream, so the read resumes after the last byte
 instead of starting over.
 """
