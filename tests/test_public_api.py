@@ -300,8 +300,7 @@ def undocumented_members(cls: type, package: str = "wanrl_s3") -> Iterator[str]:
         if not _defined_in(owner, package):
             continue
         for name, value in vars(owner).items():
-            function = _member_function(value)
-            if name.startswith("_") or function is None or _has_doc(function):
+            if name.startswith("_") or _member_function(value) is None or _has_doc(value):
                 continue
             if not _fulfils_a_documented_contract(owner, name):
                 yield f"{owner.__module__}.{owner.__qualname__}.{name}"
@@ -324,8 +323,14 @@ def _member_function(value: object) -> Callable[..., object] | None:
     return function if inspect.isfunction(function) else None
 
 
-def _has_doc(function: object) -> bool:
-    doc = getattr(function, "__doc__", None)
+def _has_doc(value: object) -> bool:
+    """Whether a member (as :func:`_member_function` takes it) carries a docstring: its
+    function's, or a property's own (``property(getter, doc=...)``)."""
+    doc = (
+        value.__doc__
+        if isinstance(value, property)
+        else getattr(_member_function(value), "__doc__", None)
+    )
     return bool(doc and doc.strip())
 
 
@@ -339,8 +344,7 @@ def _fulfils_a_documented_contract(owner: type, name: str) -> bool:
         contract = getattr(value, "__isabstractmethod__", False) or getattr(
             base, "_is_protocol", False
         )
-        function = _member_function(value)
-        return bool(contract) and function is not None and _has_doc(function)
+        return bool(contract) and _member_function(value) is not None and _has_doc(value)
     return False
 
 
@@ -394,6 +398,7 @@ def test_the_member_documentation_check_can_fail() -> None:
             pass
 
         limit_bytes = 10  # data, not a member to document
+        alias = property(lambda self: self.limit_bytes, doc="``limit_bytes``, by its old name.")
 
     @dataclasses.dataclass(frozen=True)
     class Config:
