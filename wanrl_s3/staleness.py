@@ -246,10 +246,12 @@ class StalenessFilter(Generic[T]):
 
     @property
     def staleness(self) -> int:
+        """The budget S: an item ``v`` is admitted while the learner is at ``v + S`` or before."""
         return self.config.staleness
 
     @property
     def learner_version(self) -> int:
+        """The learner's version, as :meth:`advance` last set it."""
         with self._lock:
             return self._learner_version
 

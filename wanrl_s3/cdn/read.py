@@ -103,10 +103,12 @@ class CdnReadStore(ObjectStore):
     # -- the store behind, and what is read from it ----------------------------------
     @property
     def url(self) -> str:
+        """The origin store's URL: the CDN serves a copy of that bucket, not a store of its own."""
         return self._origin.url
 
     @property
     def origin(self) -> ObjectStore:
+        """The store behind the CDN: what a distrusted key and every write go to."""
         return self._origin
 
     def distrust(self, key: str, reason: str) -> None:

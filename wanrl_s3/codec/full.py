@@ -103,6 +103,7 @@ class FullPayload:
 
     @property
     def raw_bytes(self) -> int:
+        """The tensor's size uncoded: ``count`` elements at the dtype's width, in bytes."""
         return self.count * DTYPES[self.dtype].itemsize
 
     @property
@@ -124,6 +125,7 @@ class FullHeader:
 
     @property
     def blocks(self) -> int:
+        """How many blocks the section table describes (0 for coding 0, which has none)."""
         return self.sections.shape[0] if self.sections.ndim == 2 else 0
 
     @property

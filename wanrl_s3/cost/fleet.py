@@ -75,6 +75,7 @@ class WorkerLink:
 
     @property
     def rtt_s(self) -> float:
+        """The round trip to the bucket in seconds (``rtt_ms`` / 1000)."""
         return self.rtt_ms / 1000.0
 
 
@@ -98,6 +99,7 @@ class FleetLinks:
 
     @property
     def median_downlink_mbps(self) -> float:
+        """The median worker's downlink, Mbit/s: the rate a typical fetch runs at."""
         return float(statistics.median(w.downlink_mbps for w in self.workers))
 
 

@@ -208,6 +208,7 @@ class PlanInputs:
 
     @property
     def fetch(self) -> fleet_model.FetchModel:
+        """The fetch model these inputs imply: their poll interval, install rate and batch wait."""
         return fleet_model.FetchModel(
             self.poll_interval_s,
             install_mb_per_s=self.install_mb_per_s,
@@ -216,14 +217,17 @@ class PlanInputs:
 
     @property
     def budget(self) -> cap.StalenessBudget:
+        """The staleness budget S, kappa = S - 1, and its warning outside the measured envelope."""
         return cap.staleness_budget(staleness=self.staleness, force=self.force)
 
     @property
     def kappa(self) -> int:
+        """Training steps between publications: kappa = S - 1 for the staleness budget S."""
         return self.staleness - 1
 
     @property
     def snapshot_gb(self) -> float:
+        """A full snapshot's size, GB: ``params`` at ``bytes_per_param`` each, uncoded."""
         return topology.snapshot_gb(self.params, self.bytes_per_param)
 
     @property
@@ -233,6 +237,7 @@ class PlanInputs:
 
     @property
     def delta_gb(self) -> float:
+        """What a sparse delta ships, GB: the changed ``density`` share of the snapshot."""
         return topology.payload_gb(self.params, self.bytes_per_param, self.density)
 
     @property
@@ -246,6 +251,8 @@ class PlanInputs:
 
     @property
     def window_s(self) -> float:
+        """Seconds one publication period lasts (kappa training steps): broadcast and rollouts
+        must fit in it."""
         return self.kappa * self.t_train_s
 
     @property

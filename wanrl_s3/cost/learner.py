@@ -52,6 +52,7 @@ class LearnerIdle:
     idle_share: float
 
     def to_dict(self) -> dict[str, float]:
+        """Every field by name, for JSON."""
         return asdict(self)
 
 

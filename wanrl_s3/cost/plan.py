@@ -61,9 +61,11 @@ class TopologyEstimate:
 
     @property
     def label(self) -> str:
+        """The topology's name for people (the table's row heading)."""
         return LABELS[self.name]
 
     def to_dict(self) -> dict[str, object]:
+        """Every field by name (one row of ``estimate --json``)."""
         return asdict(self)
 
 
@@ -95,9 +97,11 @@ class Plan:
         return self.slack_s > 0
 
     def row(self, name: str) -> TopologyEstimate:
+        """The row of topology ``name``; raises StopIteration when the plan has no such row."""
         return next(t for t in self.by_topology if t.name == name)
 
     def to_dict(self) -> dict[str, object]:
+        """The plan as ``estimate --json`` prints it: headline sizing, inputs, and every row."""
         i = self.inputs
         return {
             "kappa": i.kappa,

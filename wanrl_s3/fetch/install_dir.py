@@ -92,6 +92,8 @@ class DirectoryInstaller:
 
     @property
     def stage_dir(self) -> Path:
+        """Where versions are staged before install: the share folder given, or a private one
+        inside the install directory."""
         return Path(str(self.config.share_dir))
 
     @property

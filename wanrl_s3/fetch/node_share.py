@@ -68,6 +68,8 @@ class NodeShare:
         self.wait_poll_s = wait_poll_s
 
     def path(self, version: int) -> Path:
+        """The file that holds ``version`` in this share (it may not exist yet); raises UsageError
+        for a version number out of range."""
         return self.directory / f"{layout.check_version(version):012d}{SUFFIX}"
 
     def fetch(

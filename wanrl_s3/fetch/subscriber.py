@@ -74,6 +74,8 @@ class Snapshot:
                 release(item[1])
 
     def to_torch(self, device: str | None = None) -> dict[str, Any]:
+        """The tensors as torch tensors by name, moved to ``device`` (None: on the CPU, sharing
+        memory with the arrays where torch can)."""
         from ..io.tensors import to_torch
 
         return {name: to_torch(arr, device) for name, arr in self.tensors.items()}
@@ -153,6 +155,7 @@ class Subscriber:
         self._unpublished: set[int] = set()
 
     def close(self) -> None:
+        """Stop the download, check and manifest threads, cancelling queued work; waits for them."""
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._check_pool.shutdown(wait=True, cancel_futures=True)
         self._meta_pool.shutdown(wait=True, cancel_futures=True)
@@ -173,6 +176,9 @@ class Subscriber:
         return self.manifests.poll_latest(etag)
 
     def resolve(self, version: int | str | None) -> int:
+        """A version number: ``version`` itself, or LATEST's for None or ``"latest"``.
+
+        Raises NotFoundError when nothing is published, UsageError for a malformed version."""
         return self.manifests.resolve(version)
 
     def versions(self) -> list[int]:
@@ -222,6 +228,8 @@ class Subscriber:
         return self.missing(version, have_version) is None
 
     def plan(self, version: int | str | None = None, have_version: int | None = None) -> FetchPlan:
+        """What to read to reach ``version`` (None: LATEST's) from ``have_version``: the keyframe
+        and deltas, with every manifest on the way checked and pinned from LATEST."""
         if version is not None and version != "latest":
             self.manifests.pin_from_latest(self.resolve(version))
         target = self.manifest(self.resolve(version))

@@ -68,6 +68,7 @@ class FailureSpan:
     ended_at_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The span as the status object's JSON stores it."""
         return {
             "first_at_s": self.first_at_s,
             "last_at_s": self.last_at_s,
@@ -78,6 +79,8 @@ class FailureSpan:
 
     @classmethod
     def from_dict(cls, raw: Any) -> FailureSpan:
+        """The span that :meth:`to_dict` wrote; raises ValueError for anything else (a field
+        missing or of the wrong type)."""
         if not isinstance(raw, dict):
             raise ValueError(f"a failure span must be an object, got {raw!r}")
         first, last = _number(raw, "first_at_s"), _number(raw, "last_at_s")
@@ -135,6 +138,7 @@ class WorkerStatus:
         return replace(self, last_error=message, last_error_at_s=at_s or time.time())
 
     def to_json(self) -> bytes:
+        """The status object's bytes (UTF-8 JSON), ``extra`` fields first so that ours win."""
         return json.dumps(
             {
                 **self.extra,

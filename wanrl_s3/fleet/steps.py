@@ -73,6 +73,7 @@ class StepStatusWriter:
             return self._submit(partial(self.reporter.installed, installed, extra=extra))
 
     def error(self, message: str) -> Future[None]:
+        """Queue a write showing ``message`` as the worker's last error; the future ends with it."""
         with self._lock:
             return self._submit(partial(self.reporter.error, message))
 
@@ -94,6 +95,7 @@ class StepStatusWriter:
             last.result(timeout_s)
 
     def close(self) -> None:
+        """Stop the writer thread once the queued writes are attempted."""
         self._writer.shutdown(wait=True)
 
 
@@ -155,6 +157,7 @@ class VersionMap:
 
     @property
     def workers(self) -> tuple[WorkerSteps, ...]:
+        """Each worker's steps as the last :meth:`refresh` read them."""
         return tuple(self._workers)
 
     def refresh(self) -> None:

@@ -86,6 +86,8 @@ class Signer:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> Signer:
+        """The signer of the PEM private key at ``path``; raises UsageError when it cannot be read
+        or is not an Ed25519 key."""
         return cls(_read(path, "signing key"))
 
     def verifier(self) -> Verifier:
@@ -100,6 +102,8 @@ class Signer:
         )
 
     def sign(self, data: bytes) -> dict[str, str]:
+        """An Ed25519 signature of ``data``, as the manifest's ``signature`` field: the algorithm,
+        this key's id (which a verifier looks up), and the value in base64."""
         return {
             "alg": ALG,
             "key_id": self.key_id,

@@ -101,6 +101,7 @@ class SafetensorsFile:
         return self._map()[start:end].view(dt.numpy).reshape(spec.shape)
 
     def items(self) -> Iterator[tuple[str, np.ndarray]]:
+        """``(name, array)`` of each tensor in the file's order, each backed by the file."""
         for name in self.specs:
             yield name, self.array(name)
 

@@ -62,21 +62,26 @@ class RelayMetrics(RegisteredMetrics, RelayObserver):
 
     # -- the relay's hooks ---------------------------------------------------------------
     def polled(self, seconds: float, latest_version: int | None) -> None:
+        """Observe the read in ``wanrl_s3_relay_poll_seconds``; keep the version it named."""
         self.poll_seconds.observe(seconds)
         if latest_version is not None:
             with self._lock:
                 self._primary = latest_version
 
     def synced(self, region: str, version: int) -> None:
+        """Keep ``region``'s version for the replica's version gauge."""
         with self._lock:
             self._replicas[region] = version
 
     def relayed(self, done: RelayedVersion) -> None:
+        """Count the bytes copied into the replica, by region and how (server_side, streamed),
+        and observe the seconds the commit took."""
         how = "server_side" if done.server_side else "streamed"
         self.copied_bytes.labels(done.region, how).inc(done.copied_bytes)
         self.copy_seconds.labels(done.region).observe(done.seconds)
 
     def failed(self, region: str, error: BaseException) -> None:
+        """Count the failure by region and kind of error, and stamp the last failure's time."""
         self.failures.labels(region, error_kind(error)).inc()
         self.last_failure.record()
 

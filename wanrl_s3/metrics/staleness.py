@@ -45,6 +45,7 @@ class StalenessMetrics(RegisteredMetrics):
             self._filters[name] = staleness_filter
 
     def filters(self) -> dict[str, StalenessFilter[Any]]:
+        """The tracked filters by name (a copy: safe to read while another is tracked)."""
         with self._lock:
             return dict(self._filters)
 

@@ -62,6 +62,8 @@ class TrainerMetrics(RegisteredMetrics, PublicationObserver):
         self.registry.register(_TrainerGauges(self))
 
     def published(self, publication: Publication) -> None:
+        """Count the outcome; for a committed version, observe its seconds and, on the rank that
+        commits, keep its stored bytes, version and (a delta's) density."""
         if publication.skipped is not None:
             self.publications.labels("skipped").inc()
             return
@@ -80,6 +82,7 @@ class TrainerMetrics(RegisteredMetrics, PublicationObserver):
                 self._density = result.density
 
     def fatal(self, version: int, error: BaseException) -> None:
+        """Count a publication that stopped the run (outcome ``fatal``)."""
         self.publications.labels("fatal").inc()
 
     def last(self) -> tuple[int | None, float | None]:

@@ -86,27 +86,34 @@ class WorkerMetrics(RegisteredMetrics, WatchObserver):
 
     # -- the watcher's hooks ----------------------------------------------------------
     def started(self, watcher: Watcher) -> None:
+        """Keep ``watcher``: the gauges read its versions and failures at each scrape."""
         with self._lock:
             self._watcher = watcher
 
     def polled(self, seconds: float, latest_version: int | None) -> None:
+        """Observe the read of LATEST in ``wanrl_s3_worker_poll_seconds``."""
         self.poll_seconds.observe(seconds)
 
     def downloaded(self, snapshot: Snapshot) -> None:
+        """Observe the verify seconds and, for bytes this process fetched (not a version another
+        process of the host fetched into the share), the bytes and download seconds."""
         if snapshot.path:  # bytes moved: not a copy another process of the host fetched
             self.download_bytes.observe(snapshot.downloaded_bytes)
             self.download_seconds.observe(snapshot.download_s)
         self.verify_seconds.observe(snapshot.verify_s)
 
     def installed(self, result: InstallResult) -> None:
+        """Observe the install's pause (``apply_s``) in ``wanrl_s3_worker_install_seconds``."""
         self.install_seconds.observe(result.apply_s)
 
     def failed(self, failure: Failure) -> None:
+        """Count the failure by kind (``failure.what``) and stamp the last failure's time."""
         self.failures.labels(failure.what).inc()
         self.last_failure.record(failure.at_s)
 
     @property
     def watcher(self) -> Watcher | None:
+        """The watcher observed, or None before it starts."""
         with self._lock:
             return self._watcher
 

@@ -154,6 +154,7 @@ class PublishResult:
 
     @property
     def throughput_mb_s(self) -> float:
+        """Raw (uncoded) bytes published per second of the publication, in MB/s (10^6 bytes)."""
         return self.raw_bytes / max(self.seconds, 1e-9) / 1e6
 
 
@@ -245,6 +246,7 @@ class Publisher:
 
     @property
     def ranks(self) -> int:
+        """1: this process publishes every version alone."""
         return 1
 
     def share_selector(self) -> ShareSelector | None:

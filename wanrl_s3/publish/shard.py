@@ -167,18 +167,22 @@ class ShardedPublisher:
 
     @property
     def run_id(self) -> str:
+        """The run every rank's versions belong to (each manifest records it)."""
         return self._writer.run_id
 
     @property
     def config(self) -> PublishConfig:
+        """The publication settings every rank shares."""
         return self._writer.config
 
     @property
     def signer(self) -> Any:
+        """The signer of each committed manifest, or None: versions go out unsigned."""
         return self._writer.signer
 
     @property
     def is_committer(self) -> bool:
+        """Whether this rank is ``commit_rank``: it writes each version's manifest and LATEST."""
         return self._spec.rank == self._spec.commit_rank
 
     def share_selector(self) -> ShareSelector | None:

@@ -131,9 +131,11 @@ class RegionsConfig:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The regions' names, in the order configured."""
         return tuple(r.name for r in self.regions)
 
     def region(self, name: str) -> Region:
+        """The region called ``name``; raises UsageError naming the regions there are."""
         for r in self.regions:
             if r.name == name:
                 return r
@@ -141,6 +143,7 @@ class RegionsConfig:
 
     @property
     def primary_region(self) -> Region:
+        """The region named ``primary``: where the trainer publishes; the others are replicas."""
         return self.region(self.primary)
 
     @property

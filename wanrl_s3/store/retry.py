@@ -36,21 +36,32 @@ _MAX_DOUBLINGS = 40  # 2**40 times any first wait is past every cap: no float ov
 class Clock(Protocol):
     """What retries and the watcher ask of a clock, so that a test can pass a :class:`FakeClock`."""
 
-    def monotonic(self) -> float: ...
-    def time(self) -> float: ...
-    def sleep(self, seconds: float) -> None: ...
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes backwards: for waits and deadlines."""
+        ...
+
+    def time(self) -> float:
+        """Seconds since the epoch: for timestamps that another host reads."""
+        ...
+
+    def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``; 0 or less returns at once."""
+        ...
 
 
 class SystemClock:
     """The real clock."""
 
     def monotonic(self) -> float:
+        """``time.monotonic()``, seconds."""
         return time.monotonic()
 
     def time(self) -> float:
+        """``time.time()``, seconds since the epoch."""
         return time.time()
 
     def sleep(self, seconds: float) -> None:
+        """``time.sleep(seconds)``; 0 or less returns at once."""
         if seconds > 0:
             time.sleep(seconds)
 
@@ -64,13 +75,16 @@ class FakeClock:
         self.sleeps: list[float] = []
 
     def monotonic(self) -> float:
+        """The fake time, seconds: it moves only when something sleeps."""
         with self._lock:
             return self._now_s
 
     def time(self) -> float:
+        """The same fake time as :meth:`monotonic`: one clock serves both."""
         return self.monotonic()
 
     def sleep(self, seconds: float) -> None:
+        """Record ``seconds`` in ``sleeps``, move the time on by it (0 for less); never blocks."""
         with self._lock:
             self.sleeps.append(seconds)
             self._now_s += max(0.0, seconds)
@@ -156,10 +170,14 @@ class RetryPolicy:
 
     @property
     def backoff(self) -> Backoff:
+        """The waits between tries of a transient failure: full jitter, ``base_delay_s``
+        doubling to ``max_delay_s``."""
         return Backoff.full(self.base_delay_s, self.max_delay_s)
 
     @property
     def throttled_backoff(self) -> Backoff:
+        """The waits between tries of a throttled request: full jitter,
+        ``throttled_base_delay_s`` doubling to ``throttled_max_delay_s``."""
         return Backoff.full(self.throttled_base_delay_s, self.throttled_max_delay_s)
 
     def delay_s(self, attempt: int) -> float:

@@ -125,6 +125,7 @@ class CdnEdge:
         return _read_log(self._folder / "edge.log")
 
     def running(self) -> bool:
+        """Whether the edge's process is still running."""
         return self._proc.poll() is None
 
     def stop(self) -> None:

@@ -146,6 +146,8 @@ class StoreContract:
 
     # -- objects, conditions, ETags --------------------------------------------
     def test_put_get_head_list_delete(self, store: ObjectStore) -> None:
+        """The primitives: a put reads back whole, HEAD gives its size and ETag, a listing is by
+        folder, a delete skips absent keys, and a deleted key is not found."""
         etag = store.put_bytes("a/b/one.bin", b"hello")
         assert store.get_bytes("a/b/one.bin") == b"hello"
         info = store.head("a/b/one.bin")
@@ -159,12 +161,14 @@ class StoreContract:
             store.get_bytes("a/b/one.bin")
 
     def test_create_only_if_absent(self, store: ObjectStore) -> None:
+        """A put with ``if_none_match`` creates a key once; a second is refused, the first kept."""
         store.put_bytes("m.json", b"first", if_none_match=True)
         with pytest.raises(PreconditionFailedError):
             store.put_bytes("m.json", b"second", if_none_match=True)
         assert store.get_bytes("m.json") == b"first"
 
     def test_compare_and_swap(self, store: ObjectStore) -> None:
+        """A swap wins only from the ETag it read (or from absent); a stale one writes nothing."""
         e1 = compare_and_swap(store, "LATEST", None, b"1")
         with pytest.raises(PreconditionFailedError):
             compare_and_swap(store, "LATEST", None, b"x")
@@ -175,6 +179,7 @@ class StoreContract:
         assert e2 != e1
 
     def test_conditional_get(self, store: ObjectStore) -> None:
+        """A read with the current ETag returns None; after a write, the new bytes."""
         etag = store.put_bytes("LATEST", b"v1")
         assert store.get_if_changed("LATEST", etag) is None
         store.put_bytes("LATEST", b"v2")
@@ -247,6 +252,7 @@ class StoreContract:
 
     # -- reads ------------------------------------------------------------------
     def test_ranged_read_into(self, store: ObjectStore) -> None:
+        """A ranged read fills the buffer with exactly the bytes at its offset, the tail too."""
         data = bytes(range(256)) * 100
         store.put_bytes("r.bin", data)
         buf = bytearray(1000)
@@ -259,6 +265,8 @@ class StoreContract:
     def test_a_stream_that_breaks_mid_read_resumes_at_the_last_byte(
         self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """A read that ends short asks again for only the missing bytes, without a wait; a reset
+        retries after one backoff."""
         store.put_bytes("r.bin", _DATA)
         clock = _fake_clock(store)
         real_read = store._read_into
@@ -304,6 +312,7 @@ class StoreContract:
     def test_a_read_of_a_missing_object_is_not_found(
         self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """A read of a missing object raises NotFoundError at once: one request, no backoff."""
         clock = _fake_clock(store)
         starts = _record_read_starts(monkeypatch, store)
         with pytest.raises(NotFoundError):
@@ -384,6 +393,8 @@ class StoreContract:
 
     # -- writers and multipart uploads --------------------------------------------
     def test_multipart_writer_and_abort(self, store: ObjectStore) -> None:
+        """A writer uploads in parts where the store has them; an exception in its block leaves
+        neither an object nor a pending upload."""
         payload = bytes(range(256)) * (MIN_PART_BYTES // 256) + b"tail"
         with ThreadPoolExecutor(4) as pool:
             with store.open_writer("big.bin", pool, part_bytes=MIN_PART_BYTES) as w:
@@ -402,6 +413,7 @@ class StoreContract:
         assert [u for u in store.pending_uploads() if u.key == "gone.bin"] == []
 
     def test_pending_uploads_listed_until_aborted(self, store: ObjectStore) -> None:
+        """Multipart uploads never completed are listed (by folder, as ``list``) until aborted."""
         _skip_unless(store, "supports_multipart", "a writer sends whole objects")
         upload_id = store._mpu_create("up/stale.bin")
         other_id = store._mpu_create("upx/other.bin")
@@ -414,6 +426,7 @@ class StoreContract:
 
     # -- copies -----------------------------------------------------------------
     def test_copy(self, store: ObjectStore) -> None:
+        """``copy`` duplicates an object under another key."""
         store.put_bytes("src.bin", b"abc")
         store.copy("src.bin", "dst/copy.bin")
         assert store.get_bytes("dst/copy.bin") == b"abc"
@@ -421,6 +434,8 @@ class StoreContract:
     def test_server_side_copy_reads_nothing_through_this_process(
         self, store: ObjectStore, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """A server-side ``copy`` moves no byte through this process (over an existing object, and
+        for an empty one), and a missing source raises NotFoundError."""
         _skip_unless(store, "supports_server_side_copy", "copy() reads and writes the bytes")
         store.put_bytes("src/a.bin", _DATA)
         store.put_bytes("src/empty.bin", b"")
@@ -438,6 +453,7 @@ class StoreContract:
     def test_copy_from_a_store_of_the_same_service_is_server_side(
         self, store: ObjectStore, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     ) -> None:
+        """``copy_from`` a store on the same service copies server-side: nothing is read here."""
         _skip_unless(store, "supports_copy_from", "copy_from() streams through this process")
         other: ObjectStore = request.getfixturevalue("other_store")
         other.put_bytes("v/a.bin", _DATA)
@@ -451,6 +467,8 @@ class StoreContract:
         assert store.get_bytes("w/v/a.bin") == _DATA and store.get_bytes("w/v/empty.bin") == b""
 
     def test_copy_from_another_service_is_streamed_in_parts(self, store: ObjectStore) -> None:
+        """``copy_from`` a store of another service streams the bytes through here in parts,
+        returns False, and leaves no pending upload."""
         source = MemoryStore(uuid.uuid4().hex)
         source.put_bytes("v/a.bin", _OVER_ONE_PART)
         with ThreadPoolExecutor(4) as pool:
@@ -463,5 +481,7 @@ class StoreContract:
 
     @pytest.mark.parametrize("key", ["../escape", "/abs", "a//b", "a/./b", "", "a/../b", "a b"])
     def test_keys_that_escape_are_refused_before_io(self, store: ObjectStore, key: str) -> None:
+        """A key that could escape its prefix or alias another (``..``, absolute, empty or ``.``
+        segments, spaces) raises UsageError before any request."""
         with pytest.raises(UsageError):
             store.put_bytes(key, b"x")

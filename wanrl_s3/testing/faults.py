@@ -88,6 +88,8 @@ class Rule:
             re.compile(self.key)
 
     def matches(self, method: str, path: str, body_bytes: int = 0) -> bool:
+        """Whether a request (``method``, URL ``path``, body length in bytes) is one this rule
+        targets; ``probability`` and ``count`` are the proxy's to apply."""
         return (
             (self.method is None or self.method == method)
             and (self.key is None or re.search(self.key, path) is not None)
@@ -291,6 +293,7 @@ class FaultProxy:
 
     @property
     def url(self) -> str:
+        """``http://127.0.0.1:PORT``: the endpoint a client uses in place of the upstream's."""
         host, port = self._server.server_address[:2]
         return f"http://{host!s}:{port}"
 
@@ -301,15 +304,19 @@ class FaultProxy:
             self._rules = [(r, 0) for r in rules]
 
     def clear(self) -> None:
+        """Drop every rule: requests pass through untouched (a rate limit still applies)."""
         self.set_rules([])
 
     def reset_counters(self) -> None:
+        """Zero the counts of faults, requests, repeated requests and response bytes (the rules'
+        fire counts stay)."""
         with self._lock:
             self.counts.clear()
             self.requests = self.repeats = self.response_bytes = 0
             self._seen.clear()
 
     def start(self) -> FaultProxy:
+        """Serve on a background thread; returns ``self``."""
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )

@@ -150,18 +150,22 @@ class SeaweedCluster:
 
     @property
     def endpoint_url(self) -> str:
+        """The S3 gateway's URL: what a store is opened on."""
         return self.components["s3"].url
 
     @property
     def master_url(self) -> str:
+        """The master's HTTP URL (its ``/dir/status`` lists the volume servers)."""
         return self.components["master"].url
 
     @property
     def filer_url(self) -> str:
+        """The filer's HTTP URL."""
         return self.components["filer"].url
 
     @property
     def ports(self) -> tuple[int, ...]:
+        """Every component's port."""
         return tuple(c.port for c in self.components.values())
 
     # -- faults -------------------------------------------------------------------------
@@ -180,6 +184,7 @@ class SeaweedCluster:
         self._wait_serves(component, timeout_s)
 
     def restart(self, name: str, timeout_s: float = 120.0) -> None:
+        """Crash component ``name`` and start it again; returns once it serves (:meth:`start`)."""
         self.kill(name)
         self.start(name, timeout_s)
 
@@ -265,6 +270,7 @@ class SeaweedCluster:
         return found
 
     def stop(self) -> None:
+        """Kill every component, in reverse start order, and remove their gRPC sockets."""
         for component in reversed(self.components.values()):
             component.kill()
         remove_grpc_sockets(self.ports)

@@ -57,6 +57,7 @@ class LlamaDims:
 
     @property
     def kv_dim(self) -> int:
+        """Width of the key and value projections: ``kv_heads`` heads of ``hidden // heads``."""
         return self.hidden // self.heads * self.kv_heads
 
 

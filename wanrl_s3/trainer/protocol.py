@@ -28,10 +28,14 @@ class VersionPublisher(Protocol):
         ...
 
     @property
-    def config(self) -> PublishConfig: ...
+    def config(self) -> PublishConfig:
+        """The publication settings (delta mode, keyframes, coding) of every version."""
+        ...
 
     @property
-    def run_id(self) -> str: ...
+    def run_id(self) -> str:
+        """The run the versions belong to (each manifest records it; a reader may keep to one)."""
+        ...
 
     @property
     def rank(self) -> int:
@@ -39,7 +43,9 @@ class VersionPublisher(Protocol):
         ...
 
     @property
-    def ranks(self) -> int: ...
+    def ranks(self) -> int:
+        """How many processes publish each version together (1: this one alone)."""
+        ...
 
     def share_selector(self) -> ShareSelector | None:
         """A fresh selector of this rank's share of one version's stream, when the rank

@@ -53,6 +53,8 @@ class InstallResult:
 
     @property
     def total_s(self) -> float:
+        """Seconds from the version's publication to its install here (across two clocks:
+        the publisher's and this host's)."""
         return self.installed_at_s - self.published_at_s
 
     @property
@@ -61,6 +63,7 @@ class InstallResult:
         return describe_source(self.path, self.downloaded_bytes)
 
     def to_dict(self) -> dict[str, float | int | list[int]]:
+        """The figures by name, as the worker's status object records each install."""
         return {
             "version": self.version,
             "tensors": self.tensors,

@@ -61,6 +61,9 @@ class Watcher:
 
     # -- lifecycle ----------------------------------------------------------------
     def start(self) -> Watcher:
+        """Start the poll and download threads (telling the observer first); returns ``self``.
+
+        A thread that dies is recorded (:attr:`failure`) and makes :meth:`check_alive` raise."""
         self.observer.started(self)
         for loop, name in ((self._poller.run, "wanrl-poll"), (self._prefetch.run, "wanrl-dl")):
             t = threading.Thread(
@@ -82,6 +85,7 @@ class Watcher:
             raise RuntimeError(failure.message if failure else "a watcher thread ended")
 
     def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop both threads, interrupting a download in flight; waits ``timeout_s`` for each."""
         self._stop.set()
         self._prefetch.interrupt()
         for t in self._threads:
@@ -101,6 +105,7 @@ class Watcher:
 
     @property
     def installed_version(self) -> int | None:
+        """The version installed last (the one given as ``start_from`` until then), or None."""
         installed = self._state.installed
         return None if installed is None else installed.version
 
@@ -111,6 +116,7 @@ class Watcher:
 
     @property
     def ready_version(self) -> int | None:
+        """The version downloaded and verified, waiting for :meth:`install`; None when none is."""
         ready = self._state.ready
         return None if ready is None else ready.snapshot.version
 
@@ -121,6 +127,7 @@ class Watcher:
 
     @property
     def last_error(self) -> str | None:
+        """The message of :attr:`failure`, for a status line; None once the work has recovered."""
         failure = self.failure
         return None if failure is None else failure.message
 
