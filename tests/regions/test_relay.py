@@ -197,6 +197,42 @@ def test_a_damaged_primary_version_is_refused_and_relayed_once_repaired(
             assert same(sub.fetch(2).tensors, state2)
 
 
+def test_a_primary_left_damaged_is_not_copied_again_every_pass(
+    regions: RegionsConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unrepaired primary: the refused copy is tried again after 1, 2, 4 ... passes (a
+    copy damaged in transit still heals), not every pass; a repair is taken at once."""
+    primary = regions.store("use1")
+    pub = Publisher(primary, SMALL)
+    pub.publish(model(1), 1)
+    with Relay.from_regions(regions) as relay:
+        relay.sync_once()
+        pub.publish(nudge(model(1), 2), 2)
+        key = _payload_key(primary, 2)
+        good = primary.get_bytes(key)
+        primary.put_bytes(key, _flip(good))
+        copied: list[int] = []
+        euw1 = relay.replicas["euw1"]
+        real = euw1.copy_from
+
+        def counting(*args: object, **kwargs: object) -> bool:
+            copied.append(1)
+            return real(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(euw1, "copy_from", counting)
+        tried = []
+        for _ in range(7):
+            before = len(copied)
+            with pytest.raises(VerificationError):
+                relay.sync_once()
+            tried.append(len(copied) > before)
+        assert tried == [True, False, True, False, False, True, False]  # waits 1, 2, 4 passes
+        assert "not copied again" in relay.refused["euw1"]
+        primary.put_bytes(key, good)  # repaired: a new ETag, tried at once
+        assert ("euw1", 2) in {(d.region, d.version) for d in relay.sync_once()}
+        assert relay.refused == {}
+
+
 def test_a_replica_copied_from_an_edited_primary_is_repaired_with_it(
     regions: RegionsConfig,
 ) -> None:

@@ -12,7 +12,9 @@ is missing as a publisher would (invariants 2 and 5):
    flipped, replaced or truncated in the primary is copied faithfully, so it is
    the copy that must verify; one that does not is refused (VerificationError,
    logged with the version and region, exit 3 with ``--once``) and tried again
-   on the next pass, so the replica heals once the primary is repaired;
+   at once when the primary's payload changes (it was repaired), else after 1,
+   2, 4, ... passes (:mod:`.refusals`): a damaged primary is not copied, and
+   read back, every poll interval;
 3. the manifest, byte for byte (so signatures still verify), created with
    ``If-None-Match: *``;
 4. LATEST, by compare-and-swap, once the whole chain is in: exactly the
@@ -74,6 +76,7 @@ from ..format.manifests import Manifests, read_stored
 from ..store import MIN_PART_BYTES, ObjectStore
 from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
+from .refusals import RefusedCopies
 from .relay_observer import IGNORE, PRIMARY, RelayObserver
 
 if TYPE_CHECKING:
@@ -143,6 +146,7 @@ class Relay:
         self._synced: dict[str, str | None] = {}  # per replica: the primary ETag it matches
         self._present: dict[str, set[int]] = {name: set() for name in self.replicas}
         self.refused: dict[str, str] = {}  # per replica: why the last pass failed there
+        self._refused_copies = RefusedCopies()
         self._run = run
         # the primary's manifests, verified and pinned from its LATEST down, kept as stored;
         # made at the first pass, once the run to follow is known
@@ -313,6 +317,22 @@ class Relay:
             )
 
     def _copy_version(self, name: str, replica: ObjectStore, m: Manifest) -> RelayedVersion:
+        etags = self._source_etags(m)
+        self._refused_copies.check(name, m.version, etags)
+        try:
+            done = self._copy_checked(name, replica, m)
+        except VerificationError as exc:
+            self._refused_copies.refused(name, m.version, etags, exc)
+            raise
+        self._refused_copies.copied(name, m.version)
+        return done
+
+    def _source_etags(self, m: Manifest) -> tuple[str, ...]:
+        """The primary's payload objects' ETags ("" where one is missing), as a copy sees them."""
+        found = (self.source.head(m.payload_key(o.key)) for o in m.objects)
+        return tuple("" if info is None else info.etag for info in found)
+
+    def _copy_checked(self, name: str, replica: ObjectStore, m: Manifest) -> RelayedVersion:
         start = time.monotonic()
         cfg = self.config
         futures = [
