@@ -377,10 +377,10 @@ class ClusterOutages:
                 continue
             counted = int(after - (before[w.worker_id] or 0))
             report.failures_counted[w.worker_id] = counted
-            spans = [
-                span
+            spans = [  # failures told in this cycle: a stretch the previous cycle's failures
+                span  # opened may end (at an install) just after this kill, so not overlaps()
                 for span in map(FailureSpan.from_dict, shown.get(w.worker_id, []))
-                if span.overlaps(from_s - 1, to_s + 1)
+                if span.first_at_s <= to_s + 1 and span.last_at_s >= from_s - 1
             ]
             report.failures_shown[w.worker_id] = sum(span.count for span in spans)
             if report.failures_shown[w.worker_id] != counted:  # not a finding: say what
