@@ -12,8 +12,8 @@ next version decoded into the installed one's arrays); ``--no-reuse``: without i
 The child, as the engine, calls ``return_big_buffers()`` (``--keep-allocator``: not).
 The child installs v1 (a keyframe), then v2 (a 1% delta, published once v1 is
 installed), and exits. Two configurations: versions held in memory (no
-``node_share_dir``, the default), and staged as files in a directory on a local disk
-(``node_share_dir``).
+``host_cache_dir``, the default), and staged as files in a directory on a local disk
+(``host_cache_dir``).
 
 Peaks as in benchmarks/memory.py (its ``measure``: ``ru_maxrss`` and sampled
 anonymous and file-backed pages), against the same generated 1 GiB pair and a moto
@@ -45,7 +45,7 @@ from wanrl_s3 import (
 )
 from wanrl_s3.testing import CREDENTIALS
 
-CONFIGS = {"in memory": None, "node_share_dir on disk": "share"}
+CONFIGS = {"in memory": None, "host_cache_dir on disk": "share"}
 
 
 def child(url: str, endpoint: str, share: str, marker: Path, flags: str) -> None:
@@ -57,7 +57,7 @@ def child(url: str, endpoint: str, share: str, marker: Path, flags: str) -> None
     sub = Subscriber(open_store(url, endpoint_url=endpoint))
     shared = None if share == "-" else share
     watch = WatchConfig(
-        poll_interval_s=0.2, share_dir=shared, reuse_installed=reuse and shared is None
+        poll_interval_s=0.2, host_cache_dir=shared, reuse_installed=reuse and shared is None
     )
     watcher = Watcher(sub, watch).start()
     try:

@@ -46,7 +46,7 @@ def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",
                  "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz",
-                 "expiry_held", "oversized_payload", "junk_manifest", "share_dir_blocked",
+                 "expiry_held", "oversized_payload", "junk_manifest", "host_cache_blocked",
                  "race_next", "hostile_input:header", "hostile_input:url",
                  "hostile_input:version", "hostile_input:have", "estimate_fuzz:fleet",
                  "estimate_fuzz:status", "truncated:s3", "cluster:volume_kill",

@@ -20,7 +20,7 @@ from wanrl_s3 import (
     open_store,
 )
 from wanrl_s3.cli import main
-from wanrl_s3.fleet.bcast import record_key
+from wanrl_s3.fleet.broadcast_times import record_key
 from wanrl_s3.format import layout
 
 
@@ -89,7 +89,7 @@ def test_status_shows_failures_that_ended_before_it_was_read(
     )
     status = WorkerStatus.from_json(status_object("w1", now, 1, at))
     store.put_bytes(layout.worker_status_key("w1"), replace(status, failures=spans).to_json())
-    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--no-freeze"]
+    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--no-record"]
     assert main(argv) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["w1"])
     assert "failures: 7 failures in 2 stretches, the last 8.0 s long, ended " in row

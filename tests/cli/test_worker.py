@@ -151,14 +151,14 @@ def test_worker_creates_a_missing_out_dir(s3_url: str, s3_endpoint: str, tmp_pat
     assert "holding no version yet" in done.stderr and "installed v1: downloaded" in done.stderr
 
 
-def test_workers_with_a_share_dir_download_each_version_once(
+def test_workers_with_a_host_cache_dir_download_each_version_once(
     s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig())
     state = model(1)
     pub.publish(state, 1)
-    share = ("--share-dir", str(tmp_path / "share"))
+    share = ("--host-cache-dir", str(tmp_path / "share"))
     workers = [start_worker(s3_url, s3_endpoint, tmp_path / d, d, *share) for d in "ab"]
     try:
         for v in (2, 3):

@@ -294,5 +294,5 @@ def test_reuse_installed_after_a_failed_download_starts_over_from_the_keyframe(t
 def test_reuse_installed_is_for_memory_only(tmp_path) -> None:
     from wanrl_s3.errors import UsageError
 
-    with pytest.raises(UsageError, match="share_dir"):
-        WatchConfig(reuse_installed=True, share_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="host_cache_dir"):
+        WatchConfig(reuse_installed=True, host_cache_dir=str(tmp_path))

@@ -266,10 +266,10 @@ def test_a_store_failure_stops_the_first_publication_but_not_a_running_job(
 def test_rollout_engines_on_one_host_share_one_download(
     engine_kwargs: dict[str, Any], tmp_path: Any
 ) -> None:
-    """``node_share_dir``: two rollout processes, each version downloaded by one of them."""
+    """``host_cache_dir``: two rollout processes, each version downloaded by one of them."""
     trainer = new_engine(is_master=True, **engine_kwargs)
     weights = model()
-    share = {"node_share_dir": str(tmp_path / "share"), "poll_interval_s": 3600.0}
+    share = {"host_cache_dir": str(tmp_path / "share"), "poll_interval_s": 3600.0}
     ce_config = {
         "backend": "wanrl_s3",
         "custom_backend_module": MODULE,

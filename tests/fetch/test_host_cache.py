@@ -1,4 +1,4 @@
-"""NodeShare: the processes of one host download each version once and map one copy."""
+"""HostCache: the processes of one host download each version once and map one copy."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from wanrl_s3 import FetchCancelled, Subscriber
 from wanrl_s3.errors import LocalIOError, UsageError
-from wanrl_s3.fetch.node_share import NodeShare
+from wanrl_s3.fetch.host_cache import HostCache
 from wanrl_s3.fetch.watch import WatchConfig, Watcher
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
@@ -31,11 +31,11 @@ _PROCESS = """
 import json, sys
 from wanrl_s3.format.hashing import digest
 from wanrl_s3.errors import UsageError
-from wanrl_s3.fetch.node_share import NodeShare
+from wanrl_s3.fetch.host_cache import HostCache
 from wanrl_s3.store import open_store
 from wanrl_s3.fetch.subscriber import Subscriber
-url, endpoint, share_dir = sys.argv[1:4]
-share = NodeShare(share_dir)
+url, endpoint, host_cache_dir = sys.argv[1:4]
+share = HostCache(host_cache_dir)
 report = {}
 with Subscriber(open_store(url, endpoint_url=endpoint)) as sub:
     have = None
@@ -111,7 +111,7 @@ def test_a_killed_downloader_is_replaced_by_a_waiter(
     published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    share = NodeShare(tmp_path / "share")
+    share = HostCache(tmp_path / "share")
     lock = share.path(1).with_suffix(".lock")
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, str(lock)], stdout=subprocess.PIPE, text=True
@@ -134,7 +134,7 @@ def test_cancel_ends_the_wait_for_another_process(
     published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, _ = published
-    share = NodeShare(tmp_path / "share")
+    share = HostCache(tmp_path / "share")
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
     with (
@@ -151,14 +151,14 @@ def test_a_damaged_shared_file_is_replaced_not_installed(
 ) -> None:
     url, versions = published
     with subscriber(url, s3_endpoint) as sub:
-        NodeShare(tmp_path / "share").fetch(sub, 1)
-        path = NodeShare(tmp_path / "share").path(1)
+        HostCache(tmp_path / "share").fetch(sub, 1)
+        path = HostCache(tmp_path / "share").path(1)
         with open(path, "r+b") as f:  # flip the last byte of the last tensor
             f.seek(-1, os.SEEK_END)
             last = f.read(1)[0]
             f.seek(-1, os.SEEK_END)
             f.write(bytes([last ^ 1]))
-        snap = NodeShare(tmp_path / "share").fetch(sub, 1)
+        snap = HostCache(tmp_path / "share").fetch(sub, 1)
     assert same(snap.tensors, versions[1]) and snap.downloaded_bytes > 0
 
 
@@ -167,13 +167,13 @@ def test_a_reader_maps_the_file_and_its_writes_stay_private(
 ) -> None:
     url, versions = published
     with subscriber(url, s3_endpoint) as sub:
-        first = NodeShare(tmp_path / "share").fetch(sub, 1)
-        second = NodeShare(tmp_path / "share").fetch(sub, 1)
+        first = HostCache(tmp_path / "share").fetch(sub, 1)
+        second = HostCache(tmp_path / "share").fetch(sub, 1)
         assert second.downloaded_bytes == 0 and second.manifest is not None
         name = next(iter(versions[1]))
         first.tensors[name].view(np.uint16)[:10] ^= 0xFFFF  # an engine scribbling on its copy
         assert same(second.tensors, versions[1])
-        sub.verify_local(NodeShare(tmp_path / "share").fetch(sub, 1))  # the file is intact
+        sub.verify_local(HostCache(tmp_path / "share").fetch(sub, 1))  # the file is intact
 
 
 def test_versions_older_than_the_window_are_removed(
@@ -182,7 +182,7 @@ def test_versions_older_than_the_window_are_removed(
     url, versions = published
     store = open_store(url, endpoint_url=s3_endpoint)
     Publisher(store, PublishConfig(delta="never")).publish(model(3), 3)
-    share = NodeShare(tmp_path / "share", keep_versions=2)
+    share = HostCache(tmp_path / "share", keep_versions=2)
     with subscriber(url, s3_endpoint) as sub:
         held = [share.fetch(sub, v) for v in (1, 2, 3)]
     left = sorted(p.name for p in (tmp_path / "share").iterdir())
@@ -195,7 +195,7 @@ def test_watchers_sharing_a_directory_download_once(
     published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
     url, versions = published
-    config = WatchConfig(poll_interval_s=0.05, share_dir=str(tmp_path / "share"))
+    config = WatchConfig(poll_interval_s=0.05, host_cache_dir=str(tmp_path / "share"))
     subs = [subscriber(url, s3_endpoint) for _ in range(2)]
     watchers = [Watcher(sub, config).start() for sub in subs]
     snaps: list = []
@@ -214,9 +214,9 @@ def test_a_bad_directory_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
 
     with pytest.raises(UsageError, match="node share"):
-        NodeShare(tmp_path / "file" / "share")
+        HostCache(tmp_path / "file" / "share")
     with pytest.raises(UsageError, match="keep_versions"):
-        NodeShare(tmp_path / "ok", keep_versions=0)
+        HostCache(tmp_path / "ok", keep_versions=0)
 
 
 @pytest.mark.parametrize("in_the_way", ["000000000001.lock", "000000000001.safetensors"])
@@ -227,14 +227,14 @@ def test_a_directory_in_place_of_a_shared_file_is_a_local_io_error(
     url, _ = published
     (tmp_path / "share" / in_the_way).mkdir(parents=True)
     with subscriber(url, s3_endpoint) as sub, pytest.raises(LocalIOError) as caught:
-        NodeShare(tmp_path / "share").fetch(sub, 1)
+        HostCache(tmp_path / "share").fetch(sub, 1)
     assert in_the_way in str(caught.value) and (tmp_path / "share" / in_the_way).is_dir()
 
 
 def test_pruning_leaves_what_is_not_a_file_alone(
     published: tuple, s3_endpoint: str, tmp_path: Path
 ) -> None:
-    share = NodeShare(tmp_path / "share", keep_versions=1)
+    share = HostCache(tmp_path / "share", keep_versions=1)
     for odd in ("000000000001.lock", ".000000000002.safetensors.tmp-x", "00000000000².lock"):
         (tmp_path / "share" / odd).mkdir()
     url, versions = published

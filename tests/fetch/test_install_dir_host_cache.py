@@ -37,7 +37,7 @@ def test_on_one_file_system_the_installed_file_is_the_shares_file(
 ) -> None:
     url, states = publish_two(tmp_path)
     share, out = tmp_path / "share", tmp_path / "policy"
-    config = replace(FAST, share_dir=str(share))
+    config = replace(FAST, host_cache_dir=str(share))
     with (
         caplog.at_level(logging.INFO),
         Subscriber(open_store(url)) as sub,
@@ -60,7 +60,7 @@ def test_a_share_on_another_file_system_is_said_once_at_start_and_installs_by_co
     out.mkdir()
     with tmpfs(tmp_path / "shm", size_bytes=16 * 2**20) as shm:
         share = shm / "wanrl-run1"
-        config = replace(FAST, share_dir=str(share))
+        config = replace(FAST, host_cache_dir=str(share))
         with (
             caplog.at_level(logging.INFO),
             Subscriber(open_store(url)) as sub,
@@ -87,8 +87,8 @@ def test_a_share_on_another_file_system_is_said_once_at_start_and_installs_by_co
 def test_the_workers_hook_is_told_the_shares_file(tmp_path: Path) -> None:
     url, states = publish_two(tmp_path)
     share, out, env = tmp_path / "share", tmp_path / "policy", tmp_path / "hook.env"
-    hook = f'echo "$WANRL_S3_SHARE_PATH $WANRL_S3_PATH" > {env}'
-    argv = ["worker", "--store", url, "--out-dir", str(out), "--share-dir", str(share)]
+    hook = f'echo "$WANRL_S3_HOST_CACHE_PATH $WANRL_S3_PATH" > {env}'
+    argv = ["worker", "--store", url, "--out-dir", str(out), "--host-cache-dir", str(share)]
     assert (
         main([*argv, "--poll-interval-s", "0.05", "--on-install", hook, "--exit-after", "1"]) == 0
     )
