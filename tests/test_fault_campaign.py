@@ -8,7 +8,7 @@ run's version planted under a running worker, full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted), fuzzed arguments, and the hostile
 cases (a LATEST expiring under a worker, oversized payload objects, an oversized
 LATEST and status object with peak memory measured, a junk manifest, a blocked
-node share, hostile local files and planner input), all through the real command
+host cache, hostile local files and planner input), all through the real command
 line against SeaweedFS (the session's ``weed mini``); and a
 SeaweedFS cluster of its own whose volume server, then filer, crash while workers
 download (benchmarks/cluster_outage.py: every worker converges bit-exact, no version is

@@ -1,4 +1,4 @@
-"""`wanrl-s3 status` on a real S3 bucket: header, legend, frozen figures, expiry, pruning."""
+"""`wanrl-s3 status` on a real S3 bucket: header, legend, recorded figures, expiry, pruning."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def status_object(worker_id: str, updated_at_s: float, version: int | None, publ
     ).to_json()
 
 
-def test_status_explains_itself_freezes_and_prunes(
+def test_status_explains_itself_records_and_prunes(
     s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
@@ -58,12 +58,12 @@ def test_status_explains_itself_freezes_and_prunes(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "1 worker, 1 expired; latest v1" in out
-    assert "seen s: median time from the commit" in out and "* = frozen" in out
+    assert "seen s: median time from the commit" in out and "* = recorded" in out
     header = next(line for line in out.splitlines() if "worker" in line and "region" in line)
     assert header.split()[:5] == ["worker", "region", "version", "status", "s"]
     assert any(line.split()[:1] == ["gone"] and "EXPIRED" in line for line in out.splitlines())
     assert "LAGGING" not in out
-    assert store.exists(record_key(1, 0.9))  # the fresh worker measured v1: frozen
+    assert store.exists(record_key(1, 0.9))  # the fresh worker measured v1: recorded
     assert main([*argv, "--prune"]) == 0
     out = capsys.readouterr().out
     v1 = next(line for line in out.splitlines() if line.split()[:2] == ["1", "1/1"])

@@ -1,4 +1,4 @@
-"""T_bcast a user can trust (fleet/broadcast_times.py), each rule on status objects in a real S3 bucket.
+"""Broadcast times a user can trust (fleet/broadcast_times.py), each rule on status objects in a real S3 bucket.
 
 The statuses are written as the worker writes them (JSON objects under workers/),
 read back with read_statuses, and reported at a fixed ``now_s`` so that expiry is
@@ -14,9 +14,9 @@ import pytest
 from wanrl_s3 import InstallResult, StatusReporter, WorkerStatus, open_store, read_statuses
 from wanrl_s3.fleet.broadcast_times import (
     fleet_report,
-    freeze,
     prune_expired,
     read_records,
+    record_broadcast_times,
     record_key,
 )
 from wanrl_s3.format import layout
@@ -119,16 +119,16 @@ def test_a_measured_figure_is_frozen_and_survives_pruning(store: ObjectStore) ->
             updated_at_s=T0 + 200,
             installs=(install(5, T0 + 101 + n, T0 + 100),),
         )
-    first = freeze(store, report(store, published, now_s=T0 + 200))
-    assert first.recorded_now == (5,) and first.report.versions[0].frozen
+    first = record_broadcast_times(store, report(store, published, now_s=T0 + 200))
+    assert first.recorded_now == (5,) and first.report.versions[0].recorded
     assert first.report.versions[0].t_bcast_s == pytest.approx(9.0)  # the 9th of 10
     assert store.exists(record_key(5, 0.9))
     store.delete([layout.worker_status_key(f"w{n}") for n in range(5)])  # pruned
     records = read_records(store, [5], 0.9)
     later = report(store, published, now_s=T0 + 300, records=records).versions[0]
-    assert later.frozen and later.t_bcast_s == pytest.approx(9.0) and later.workers == 10
+    assert later.recorded and later.t_bcast_s == pytest.approx(9.0) and later.workers == 10
     assert later.installed == 5 and later.tail_s is None  # live: five members are gone
-    assert freeze(store, report(store, published, now_s=T0 + 300)).recorded_now == ()  # once
+    assert record_broadcast_times(store, report(store, published, now_s=T0 + 300)).recorded_now == ()  # once
 
 
 def test_a_restart_under_the_same_id_keeps_history_and_records_the_gap(

@@ -216,7 +216,7 @@ def test_check_claimable_refuses_an_old_version_and_a_taken_one() -> None:
     check_claimable(store, 4)
 
 
-def test_the_publisher_and_resume_refuse_a_stale_version_alike() -> None:
+def test_the_publisher_and_adopt_newest_refuse_a_stale_version_alike() -> None:
     store = CountingStore()
     _publish(store, 3)
     errors = []

@@ -1,4 +1,4 @@
-"""Resuming: a restarted publisher continues with deltas from the store's newest version."""
+"""Adopting: a restarted publisher continues with deltas from the store's newest version."""
 
 from __future__ import annotations
 
@@ -48,13 +48,13 @@ def test_a_restarted_publisher_sends_a_delta(store: ObjectStore) -> None:
     assert all(got[k].tobytes() == v3[k].tobytes() for k in v3)
 
 
-def test_without_resume_the_restart_would_send_a_keyframe(store: ObjectStore) -> None:
+def test_without_adopting_the_restart_would_send_a_keyframe(store: ObjectStore) -> None:
     v2 = _two_versions(store)
     result = Publisher(store, CONFIG).publish(nudge_state(v2, 0.01, seed=3), 3)
-    assert result.kind == "full"  # what resume exists to avoid
+    assert result.kind == "full"  # what adopting exists to avoid
 
 
-def test_resume_from_a_local_copy_checks_it(store: ObjectStore) -> None:
+def test_adopting_a_local_copy_checks_it(store: ObjectStore) -> None:
     _two_versions(store)
     with Subscriber(store) as sub:
         snapshot = sub.fetch(2)
@@ -68,7 +68,7 @@ def test_resume_from_a_local_copy_checks_it(store: ObjectStore) -> None:
 
 
 def test_a_publisher_that_lost_the_race_since_it_looked_is_a_conflict(store: ObjectStore) -> None:
-    """It read v1 as the newest and took it as its base; v2 landed before it resumed."""
+    """It read v1 as the newest and took it as its base; v2 landed before it adopted it."""
     _two_versions(store)
     with Subscriber(store) as sub:
         older = sub.fetch(1)
@@ -77,7 +77,7 @@ def test_a_publisher_that_lost_the_race_since_it_looked_is_a_conflict(store: Obj
     assert adopt_newest(Publisher(store, CONFIG), publishing=3) is not None
 
 
-def test_an_empty_store_has_nothing_to_resume() -> None:
+def test_an_empty_store_has_nothing_to_adopt() -> None:
     store = open_store(f"memory://{uuid.uuid4().hex}")
     assert adopt_newest(Publisher(store, CONFIG)) is None
     with Subscriber(store) as sub:
