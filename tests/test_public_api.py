@@ -220,7 +220,8 @@ def test_a_renamed_name_still_imports_warning_once_and_is_not_listed(
     from wanrl_s3 import _exports
 
     monkeypatch.setattr(_exports, "_warned", set())
-    with pytest.warns(DeprecationWarning, match=rf"wanrl_s3\.{old} is deprecated: it is now wanrl_s3\.{new} "):
+    said = rf"wanrl_s3\.{old} is deprecated: it is now wanrl_s3\.{new} "
+    with pytest.warns(DeprecationWarning, match=said):
         assert getattr(wanrl_s3, old) is getattr(wanrl_s3, new)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -67,9 +67,7 @@ def attach(
     return __getattr__, __dir__, list(names)
 
 
-def renamed_keywords(
-    renamed: Mapping[str, str], *, attributes: bool = True
-) -> Callable[[_T], _T]:
+def renamed_keywords(renamed: Mapping[str, str], *, attributes: bool = True) -> Callable[[_T], _T]:
     """A class decorator: each old keyword of ``renamed`` (``{old: new}``) is still taken
     by the constructor, and (``attributes``) read as an attribute, as the new one, with a
     warning.
@@ -79,7 +77,7 @@ def renamed_keywords(
     """
 
     def decorate(cls: _T) -> _T:
-        init = cls.__init__
+        init = vars(cls)["__init__"]  # the class's own, as generated or written
 
         @functools.wraps(init)
         def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -91,7 +89,7 @@ def renamed_keywords(
                     kwargs[new] = kwargs.pop(old)
             init(self, *args, **kwargs)
 
-        cls.__init__ = __init__  # type: ignore[misc]
+        setattr(cls, "__init__", __init__)  # noqa: B010 - a method, replaced on the class
         for old, new in renamed.items() if attributes else ():
             setattr(cls, old, _renamed_attribute(cls.__name__, old, new))
         return cls

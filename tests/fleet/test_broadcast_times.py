@@ -1,4 +1,5 @@
-"""Broadcast times a user can trust (fleet/broadcast_times.py), each rule on status objects in a real S3 bucket.
+"""Broadcast times a user can trust (fleet/broadcast_times.py), each rule on status objects
+in a real S3 bucket.
 
 The statuses are written as the worker writes them (JSON objects under workers/),
 read back with read_statuses, and reported at a fixed ``now_s`` so that expiry is
@@ -128,7 +129,8 @@ def test_a_measured_figure_is_frozen_and_survives_pruning(store: ObjectStore) ->
     later = report(store, published, now_s=T0 + 300, records=records).versions[0]
     assert later.recorded and later.t_bcast_s == pytest.approx(9.0) and later.workers == 10
     assert later.installed == 5 and later.tail_s is None  # live: five members are gone
-    assert record_broadcast_times(store, report(store, published, now_s=T0 + 300)).recorded_now == ()  # once
+    again = record_broadcast_times(store, report(store, published, now_s=T0 + 300))
+    assert again.recorded_now == ()  # once
 
 
 def test_a_restart_under_the_same_id_keeps_history_and_records_the_gap(

@@ -364,7 +364,9 @@ def test_host_memory_holds_one_copy_whatever_the_number_of_publications(
     assert trainer.close()
 
 
-def test_a_restarted_trainer_says_which_version_it_continues_from(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_restarted_trainer_says_which_version_it_continues_from(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, logger="wanrl_s3")
     store = memory()
     with TrainerPublisher(Publisher(store)) as trainer:

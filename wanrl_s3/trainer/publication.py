@@ -67,7 +67,7 @@ class Publication:
     """How one submitted version ended without stopping the run: its future's value."""
 
     version: int
-    seconds: float  # from the start of its publication (adopting the store's newest included) to its end
+    seconds: float  # from the start of its publication (adopting a base included) to its end
     result: PublishResult | None = None  # the committed version's figures (committing rank)
     skipped: VersionConflictError | None = None  # the store already held it, or a newer one
     failed: StoreError | None = None  # an outage once the store was reached

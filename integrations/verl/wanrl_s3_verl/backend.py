@@ -109,7 +109,7 @@ class TrainerSide:
         self.stores = settings.publish_stores()
         key = settings.signing_key if is_master else None  # the committing rank: the master
         self.signer = Signer.from_file(key) if key else None
-        # the rollout workers' keyring: the master resumes only from a base they trust
+        # the rollout workers' keyring: the master adopts only a base they trust
         trusted = settings.verify_key if is_master else None
         self.verifier = Verifier.from_file(trusted) if trusted else None
         self.config = PublishConfig(
