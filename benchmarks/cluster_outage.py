@@ -401,7 +401,7 @@ class ClusterOutages:
         """``wanrl-s3 status --json``, the command an operator runs (its entry point, in
         this process: starting an interpreter costs seconds here)."""
         argv = ["status", "--store", self.url, "--endpoint-url", self.cluster.endpoint_url,
-                "--json", "--no-freeze"]  # fmt: skip
+                "--json", "--no-record"]  # fmt: skip
         (entry,) = entry_points(group="console_scripts", name="wanrl-s3")
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

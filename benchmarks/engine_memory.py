@@ -12,8 +12,8 @@ next version decoded into the installed one's arrays); ``--no-reuse``: without i
 The child, as the engine, calls ``return_big_buffers()`` (``--keep-allocator``: not).
 The child installs v1 (a keyframe), then v2 (a 1% delta, published once v1 is
 installed), and exits. Two configurations: versions held in memory (no
-``node_share_dir``, the default), and staged as files in a directory on a local disk
-(``node_share_dir``).
+``host_cache_dir``, the default), and staged as files in a directory on a local disk
+(``host_cache_dir``).
 
 Peaks as in benchmarks/memory.py (its ``measure``: ``ru_maxrss`` and sampled
 anonymous and file-backed pages), against the same generated 1 GiB pair and a moto
@@ -45,19 +45,19 @@ from wanrl_s3 import (
 )
 from wanrl_s3.testing import CREDENTIALS
 
-CONFIGS = {"in memory": None, "node_share_dir on disk": "share"}
+CONFIGS = {"in memory": None, "host_cache_dir on disk": "cache"}
 
 
-def child(url: str, endpoint: str, share: str, marker: Path, flags: str) -> None:
+def child(url: str, endpoint: str, cache: str, marker: Path, flags: str) -> None:
     """The engine: install v1, say so (the parent publishes v2), install v2. ``flags``:
     release pages, reuse the installed arrays, return big buffers, as 0 or 1 each."""
     release, reuse, give_back = (f == "1" for f in flags)
     if give_back:
         return_big_buffers()
     sub = Subscriber(open_store(url, endpoint_url=endpoint))
-    shared = None if share == "-" else share
+    cached = None if cache == "-" else cache
     watch = WatchConfig(
-        poll_interval_s=0.2, share_dir=shared, reuse_installed=reuse and shared is None
+        poll_interval_s=0.2, host_cache_dir=cached, reuse_installed=reuse and cached is None
     )
     watcher = Watcher(sub, watch).start()
     try:
@@ -92,7 +92,7 @@ def run(gib: float, work: Path, flags: str) -> list[dict]:
     size = sum(a.nbytes for _, a in SafetensorsFile(v1).items())
     env = {**CREDENTIALS, **os.environ}
     rows = []
-    for name, share in CONFIGS.items():
+    for name, cache in CONFIGS.items():
         with store_for(gib, work) as (url, store_args):
             endpoint = store_args[store_args.index("--endpoint-url") + 1]
             publish = [sys.executable, "-m", "wanrl_s3.cli", "publish", *store_args]
@@ -106,7 +106,7 @@ def run(gib: float, work: Path, flags: str) -> list[dict]:
             publisher = threading.Thread(target=publish_when, args=(marker, v2_argv, env))
             publisher.start()
             argv = [sys.executable, __file__, "--child", url, endpoint,
-                    str(stage) if share else "-", str(marker), flags]  # fmt: skip
+                    str(stage) if cache else "-", str(marker), flags]  # fmt: skip
             rss, anon, file_backed, sampled, seconds = measure(argv, env, work)
             publisher.join()
         rows.append({"config": name, "snapshot_bytes": size, "peak_rss_bytes": rss,
@@ -130,8 +130,8 @@ def main() -> None:
     p.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        url, endpoint, share, marker, flags = args.child
-        child(url, endpoint, share, Path(marker), flags)
+        url, endpoint, cache, marker, flags = args.child
+        child(url, endpoint, cache, Path(marker), flags)
         return
     if args.gib > 4:
         raise SystemExit("--gib above 4 is not supported: moto keeps every object in memory")

@@ -1316,7 +1316,7 @@ class Campaign:
             self.expiry_held()
             self.oversized_payload()
             self.junk_manifest()
-            self.share_dir_blocked()
+            self.host_cache_blocked()
             self.racing_next_versions()
         self.hostile_input()
         self.estimate_fuzz()
@@ -1411,26 +1411,26 @@ class Campaign:
                       f"{listed.code}: {listed.err.strip()[-200:]!r}")  # fmt: skip
         self.expect_served(url, 4)
 
-    def share_dir_blocked(self) -> None:
-        """A directory where the share keeps a version's file or lock: no retry gets past
+    def host_cache_blocked(self) -> None:
+        """A directory where the host cache keeps a version's file or lock: no retry gets past
         it, so the worker exits 2 with its one line rather than retrying forever."""
-        self.case("share_dir_blocked")
-        url = self.new_store("share")
+        self.case("host_cache_blocked")
+        url = self.new_store("host-cache")
         self.publish(url, 1, self.write_model(url, 1, make_model(self.nprng, 64 * 1024)))
-        share = self.path(f"share/{self.rng.getrandbits(32):x}")
-        (share / self.rng.choice([f"{1:012d}.lock", f"{1:012d}.safetensors"])).mkdir(parents=True)
-        worker = self.fast_worker(url, share.with_name(share.name + "-out"), "share",
-                                  "--share-dir", str(share))  # fmt: skip
+        cache = self.path(f"host-cache/{self.rng.getrandbits(32):x}")
+        (cache / self.rng.choice([f"{1:012d}.lock", f"{1:012d}.safetensors"])).mkdir(parents=True)
+        worker = self.fast_worker(url, cache.with_name(cache.name + "-out"), "host-cache",
+                                  "--host-cache-dir", str(cache))  # fmt: skip
         code = worker.wait(STUCK_BOUND_S)
         if code is None:
             tail = worker.stderr().strip().splitlines()[-1:]
-            self.fail("stuck_workers", f"a directory in the share: neither installed nor "
+            self.fail("stuck_workers", f"a directory in the host cache: neither installed nor "
                       f"exited: {tail}")  # fmt: skip
             worker.stop(signal.SIGTERM)
             return
         self.check_output(["worker"], Done(code, "", worker.stderr()), worker=True)
         if code != 2:
-            self.fail("wrong_exits", f"a directory in the share: exit {code}, not 2")
+            self.fail("wrong_exits", f"a directory in the host cache: exit {code}, not 2")
 
     def racing_next_versions(self) -> None:
         """--delta auto publishers of v2 and v3 at once, neither given a base: v3 commits;

@@ -79,7 +79,7 @@ def main() -> int:
                 worker.send_signal(signal.SIGTERM)
                 worker.wait(30)
         return subprocess.run(
-            cli("status", "--store", url, "--no-freeze", "--plot", args.out), check=False
+            cli("status", "--store", url, "--no-record", "--plot", args.out), check=False
         ).returncode
 
 

@@ -8,7 +8,7 @@ run's version planted under a running worker, full disks (a tmpfs; skipped, not
 failed, where mounting is not permitted), fuzzed arguments, and the hostile
 cases (a LATEST expiring under a worker, oversized payload objects, an oversized
 LATEST and status object with peak memory measured, a junk manifest, a blocked
-node share, hostile local files and planner input), all through the real command
+host cache, hostile local files and planner input), all through the real command
 line against SeaweedFS (the session's ``weed mini``); and a
 SeaweedFS cluster of its own whose volume server, then filer, crash while workers
 download (benchmarks/cluster_outage.py: every worker converges bit-exact, no version is
@@ -46,7 +46,7 @@ def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",
                  "lost_latest_cas", "publisher_kill", "worker_kill", "race", "fuzz",
-                 "expiry_held", "oversized_payload", "junk_manifest", "share_dir_blocked",
+                 "expiry_held", "oversized_payload", "junk_manifest", "host_cache_blocked",
                  "race_next", "hostile_input:header", "hostile_input:url",
                  "hostile_input:version", "hostile_input:have", "estimate_fuzz:fleet",
                  "estimate_fuzz:status", "truncated:s3", "cluster:volume_kill",

@@ -19,6 +19,7 @@ import inspect
 import json
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -207,9 +208,29 @@ def test_all_is_the_lazy_table_and_type_checkers_see_the_same_names(module: str)
     # the lazy hooks sit in the ``else:``: a type checker that saw ``__getattr__`` would
     # accept any misspelt name as ``Any``
     hooks = [ast.unparse(node) for node in checked[0].orelse]
-    assert hooks == ["__getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)"]
+    renamed = ", _RENAMED" if hasattr(mod, "_RENAMED") else ""
+    assert hooks == [f"__getattr__, __dir__, __all__ = attach(__name__, _PUBLIC{renamed})"]
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         mod.nothing_here  # noqa: B018
+
+
+@pytest.mark.parametrize(("old", "new"), [("NodeShare", "HostCache"), ("resume", "adopt_newest"),
+                                          ("resume_point", "adoption_point"),
+                                          ("ResumePoint", "AdoptionPoint")])  # fmt: skip
+def test_a_renamed_name_still_imports_warning_once_and_is_not_listed(
+    old: str, new: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import wanrl_s3
+    from wanrl_s3 import _exports
+
+    monkeypatch.setattr(_exports, "_warned", set())
+    said = rf"wanrl_s3\.{old} is deprecated: it is now wanrl_s3\.{new} "
+    with pytest.warns(DeprecationWarning, match=said):
+        assert getattr(wanrl_s3, old) is getattr(wanrl_s3, new)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert getattr(wanrl_s3, old) is getattr(wanrl_s3, new)  # once per process
+    assert old not in wanrl_s3.__all__ and old not in dir(wanrl_s3)
 
 
 def test_private_modules_are_not_reachable_from_the_api_by_name() -> None:

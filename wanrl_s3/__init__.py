@@ -11,7 +11,8 @@ own ``__all__``.
 One table, ``_PUBLIC``, names each public name and the private module that
 defines it; ``__all__`` and ``dir()`` are its keys, and a name is imported on
 first use, so ``import wanrl_s3`` stays cheap (the CLI's ``estimate`` never
-loads boto3 or numpy's heavier users).
+loads boto3 or numpy's heavier users). ``_RENAMED`` keeps the old spellings of
+renamed names importable, with a DeprecationWarning, and out of ``__all__``.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ _PUBLIC: dict[str, str] = {
     "Publisher": ".publish.publisher",
     "ShardedPublisher": ".publish.shard",
     "ShareSelector": ".publish.assign",
-    "resume": ".publish.resume",
-    "resume_point": ".publish.resume",
-    "ResumePoint": ".publish.resume",
+    "adopt_newest": ".publish.adopt",
+    "adoption_point": ".publish.adopt",
+    "AdoptionPoint": ".publish.adopt",
     # the trainer core: what any trainer calls
     "TrainerPublisher": ".trainer.publication",
     "Publication": ".trainer.publication",
@@ -46,7 +47,7 @@ _PUBLIC: dict[str, str] = {
     "WatchConfig": ".fetch.watch",
     "Watcher": ".fetch.watch",
     "WatchObserver": ".fetch.watch",
-    "NodeShare": ".fetch.node_share",
+    "HostCache": ".fetch.host_cache",
     "DirectoryInstaller": ".fetch.install_dir",
     "load_snapshot": ".fetch.files",
     "local_snapshot": ".fetch.files",
@@ -80,7 +81,7 @@ _PUBLIC: dict[str, str] = {
     "StatusReporter": ".fleet.status",
     "check_worker_id": ".format.layout",
     "WorkerStatus": ".fleet.status",
-    "fleet_report": ".fleet.bcast",
+    "fleet_report": ".fleet.broadcast_times",
     "read_statuses": ".fleet.status",
     "StepStatusWriter": ".fleet.steps",
     "VersionMap": ".fleet.steps",
@@ -119,6 +120,14 @@ _PUBLIC: dict[str, str] = {
     "FetchCancelled": ".errors",
 }
 
+# old spelling -> public name: still importable, with a DeprecationWarning, never listed
+_RENAMED: dict[str, str] = {
+    "NodeShare": "HostCache",
+    "resume": "adopt_newest",
+    "resume_point": "adoption_point",
+    "ResumePoint": "AdoptionPoint",
+}
+
 if TYPE_CHECKING:
     from .cost.plan import Plan as Plan
     from .cost.plan import PlanInputs as PlanInputs
@@ -142,15 +151,15 @@ if TYPE_CHECKING:
     from .fetch.files import load_snapshot as load_snapshot
     from .fetch.files import local_snapshot as local_snapshot
     from .fetch.files import pull_to_file as pull_to_file
+    from .fetch.host_cache import HostCache as HostCache
     from .fetch.install_dir import DirectoryInstaller as DirectoryInstaller
-    from .fetch.node_share import NodeShare as NodeShare
     from .fetch.subscriber import Snapshot as Snapshot
     from .fetch.subscriber import Subscriber as Subscriber
     from .fetch.watch import InstallResult as InstallResult
     from .fetch.watch import WatchConfig as WatchConfig
     from .fetch.watch import Watcher as Watcher
     from .fetch.watch import WatchObserver as WatchObserver
-    from .fleet.bcast import fleet_report as fleet_report
+    from .fleet.broadcast_times import fleet_report as fleet_report
     from .fleet.status import FailureSpan as FailureSpan
     from .fleet.status import StatusReporter as StatusReporter
     from .fleet.status import WorkerStatus as WorkerStatus
@@ -174,14 +183,14 @@ if TYPE_CHECKING:
     from .metrics.staleness import StalenessMetrics as StalenessMetrics
     from .metrics.trainer import TrainerMetrics as TrainerMetrics
     from .metrics.worker import WorkerMetrics as WorkerMetrics
+    from .publish.adopt import AdoptionPoint as AdoptionPoint
+    from .publish.adopt import adopt_newest as adopt_newest
+    from .publish.adopt import adoption_point as adoption_point
     from .publish.assign import ShareSelector as ShareSelector
     from .publish.publisher import DELTA_MODES as DELTA_MODES
     from .publish.publisher import PublishConfig as PublishConfig
     from .publish.publisher import Publisher as Publisher
     from .publish.publisher import PublishResult as PublishResult
-    from .publish.resume import ResumePoint as ResumePoint
-    from .publish.resume import resume as resume
-    from .publish.resume import resume_point as resume_point
     from .publish.shard import ShardedPublisher as ShardedPublisher
     from .regions.config import Region as Region
     from .regions.config import RegionsConfig as RegionsConfig
@@ -206,4 +215,4 @@ if TYPE_CHECKING:
     from .trainer.publication import TrainerPublisher as TrainerPublisher
     from .trainer.ranks import RankGroup as RankGroup
 else:  # hidden from type checkers, so that a misspelt name is an error there
-    __getattr__, __dir__, __all__ = attach(__name__, _PUBLIC)
+    __getattr__, __dir__, __all__ = attach(__name__, _PUBLIC, _RENAMED)

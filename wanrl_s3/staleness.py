@@ -262,7 +262,7 @@ class StalenessFilter(Generic[T]):
             if learner_version < self._learner_version:
                 raise UsageError(
                     f"learner_version went backwards: {learner_version} < "
-                    f"{self._learner_version}; versions only grow (start a new filter on resume)"
+                    f"{self._learner_version}; versions only grow (start a new filter on restart)"
                 )
             self._learner_version = learner_version
 

@@ -238,17 +238,17 @@ def test_a_publisher_that_raced_another_for_the_next_version_deltas_on_its_versi
     assert (
         cli("publish", str(tmp_path / "v1.safetensors"), "--store", url, "--version", "1")[0] == 0
     )
-    real_resume = publish_cli.resume
+    real_adopt = publish_cli.adopt_newest
 
     def raced(publisher, **kwargs):  # type: ignore[no-untyped-def]
         if not raced.done:
             raced.done = True
             other = Publisher(open_store(url, endpoint_url=s3_endpoint), PublishConfig())
             other.publish(states[2], 2)
-        return real_resume(publisher, **kwargs)
+        return real_adopt(publisher, **kwargs)
 
     raced.done = False  # type: ignore[attr-defined]
-    monkeypatch.setattr(publish_cli, "resume", raced)
+    monkeypatch.setattr(publish_cli, "adopt_newest", raced)
     code, out, err = cli("publish", str(tmp_path / "v3.safetensors"), "--store", url,
                          "--version", "3", "--json")  # fmt: skip
     assert code == 0, err

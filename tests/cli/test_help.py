@@ -160,3 +160,27 @@ def test_only_commands_that_read_versions_take_a_run() -> None:
         if "--run" in action.option_strings
     }
     assert takes == {"pull", "inspect", "status", "worker", "relay"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "old", "dest", "value"),
+    [
+        (["worker", "--store", "memory://x", "--out-dir", "d"], ["--share-dir", "c"],
+         "host_cache_dir", "c"),
+        (["status", "--store", "memory://x"], ["--no-freeze"], "record", False),
+    ],
+)  # fmt: skip
+def test_a_renamed_option_still_works_hidden_and_warns_once(
+    argv: list[str], old: list[str], dest: str, value: object,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from wanrl_s3.cli import common
+
+    monkeypatch.setattr(common, "_warned_options", set())
+    parser = build_parser()
+    assert getattr(parser.parse_args(argv), dest) != value  # the new option's default
+    assert getattr(parser.parse_args([*argv, *old]), dest) == value
+    assert getattr(parser.parse_args([*argv, *old]), dest) == value
+    err = capsys.readouterr().err
+    assert err.count(f"warning: {old[0]} is deprecated: use --") == 1, err
+    assert old[0] not in _subcommands(parser)[argv[0]].format_help()

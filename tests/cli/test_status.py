@@ -1,4 +1,4 @@
-"""`wanrl-s3 status` on a real S3 bucket: header, legend, frozen figures, expiry, pruning."""
+"""`wanrl-s3 status` on a real S3 bucket: header, legend, recorded figures, expiry, pruning."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from wanrl_s3 import (
     open_store,
 )
 from wanrl_s3.cli import main
-from wanrl_s3.fleet.bcast import record_key
+from wanrl_s3.fleet.broadcast_times import record_key
 from wanrl_s3.format import layout
 
 
@@ -44,7 +44,7 @@ def status_object(worker_id: str, updated_at_s: float, version: int | None, publ
     ).to_json()
 
 
-def test_status_explains_itself_freezes_and_prunes(
+def test_status_explains_itself_records_and_prunes(
     s3_url: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
@@ -58,12 +58,12 @@ def test_status_explains_itself_freezes_and_prunes(
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "1 worker, 1 expired; latest v1" in out
-    assert "seen s: median time from the commit" in out and "* = frozen" in out
+    assert "seen s: median time from the commit" in out and "* = recorded" in out
     header = next(line for line in out.splitlines() if "worker" in line and "region" in line)
     assert header.split()[:5] == ["worker", "region", "version", "status", "s"]
     assert any(line.split()[:1] == ["gone"] and "EXPIRED" in line for line in out.splitlines())
     assert "LAGGING" not in out
-    assert store.exists(record_key(1, 0.9))  # the fresh worker measured v1: frozen
+    assert store.exists(record_key(1, 0.9))  # the fresh worker measured v1: recorded
     assert main([*argv, "--prune"]) == 0
     out = capsys.readouterr().out
     v1 = next(line for line in out.splitlines() if line.split()[:2] == ["1", "1/1"])
@@ -89,7 +89,7 @@ def test_status_shows_failures_that_ended_before_it_was_read(
     )
     status = WorkerStatus.from_json(status_object("w1", now, 1, at))
     store.put_bytes(layout.worker_status_key("w1"), replace(status, failures=spans).to_json())
-    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--no-freeze"]
+    argv = ["status", "--store", s3_url, "--endpoint-url", s3_endpoint, "--no-record"]
     assert main(argv) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.split()[:1] == ["w1"])
     assert "failures: 7 failures in 2 stretches, the last 8.0 s long, ended " in row

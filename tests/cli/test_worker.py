@@ -151,15 +151,15 @@ def test_worker_creates_a_missing_out_dir(s3_url: str, s3_endpoint: str, tmp_pat
     assert "holding no version yet" in done.stderr and "installed v1: downloaded" in done.stderr
 
 
-def test_workers_with_a_share_dir_download_each_version_once(
+def test_workers_with_a_host_cache_dir_download_each_version_once(
     s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
     pub = Publisher(store, PublishConfig())
     state = model(1)
     pub.publish(state, 1)
-    share = ("--share-dir", str(tmp_path / "share"))
-    workers = [start_worker(s3_url, s3_endpoint, tmp_path / d, d, *share) for d in "ab"]
+    cache = ("--host-cache-dir", str(tmp_path / "cache"))
+    workers = [start_worker(s3_url, s3_endpoint, tmp_path / d, d, *cache) for d in "ab"]
     try:
         for v in (2, 3):
             for d in "ab":
@@ -177,7 +177,7 @@ def test_workers_with_a_share_dir_download_each_version_once(
         mapped = [log.count(f"v{v} ready: nothing downloaded") for log in logs]
         downloaded = [log.count(f"v{v} ready: downloaded") for log in logs]
         assert sorted(mapped) == [0, 1] and sorted(downloaded) == [0, 1], (v, logs)
-    shared = tmp_path / "share" / "000000000003.safetensors"
-    assert shared.stat().st_mode & 0o777 == 0o644  # other users (an inference server) can read
-    assert (tmp_path / "share").stat().st_mode & 0o777 == 0o755
+    cached = tmp_path / "cache" / "000000000003.safetensors"
+    assert cached.stat().st_mode & 0o777 == 0o644  # other users (an inference server) can read
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o755
     assert not any("vNone" in log or "via (" in log for log in logs)

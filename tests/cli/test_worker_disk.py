@@ -120,7 +120,7 @@ def test_disk_holds_the_installed_version_and_one_staged_and_a_restart_resumes(
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
 
 
-def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
+def test_a_host_cache_dir_on_another_file_system_installs_by_copy_and_says_so(
     s3_url: str, s3_endpoint: str, tmp_path: Path
 ) -> None:
     store = open_store(s3_url, endpoint_url=s3_endpoint)
@@ -128,8 +128,8 @@ def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
     state = model(2, mib=2)
     pub.publish(state, 1)
     out = tmp_path / "w"
-    with tmpfs(tmp_path / "share", size_bytes=32 * MiB) as share:
-        w = start_worker(s3_url, s3_endpoint, out, "w-copy", "--share-dir", str(share),
+    with tmpfs(tmp_path / "cache", size_bytes=32 * MiB) as cache:
+        w = start_worker(s3_url, s3_endpoint, out, "w-copy", "--host-cache-dir", str(cache),
                          "--keep-versions", "1")  # fmt: skip
         try:
             wait_for(lambda: version_in(out) == 1)
@@ -139,9 +139,9 @@ def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
                 wait_for(lambda v=v: version_in(out) == v)
         finally:
             log = stop(w)
-        shared = sorted(p.name for p in share.glob("*.safetensors"))
-        assert shared == ["000000000003.safetensors"]  # --keep-versions 1
-        assert (share / shared[0]).stat().st_nlink == 1  # the share's file, not linked
+        cached = sorted(p.name for p in cache.glob("*.safetensors"))
+        assert cached == ["000000000003.safetensors"]  # --keep-versions 1
+        assert (cache / cached[0]).stat().st_nlink == 1  # the cached file, not linked
     # said once, at start, with why and what to do; not again at each install
     assert log.count("installs copy each version") == 1 and "by copy (said once)" not in log
     assert "a hard link cannot cross file systems" in log and "on tmpfs at" in log
@@ -149,25 +149,25 @@ def test_a_share_dir_on_another_file_system_installs_by_copy_and_says_so(
     assert sorted(p.name for p in out.iterdir()) == ["model.safetensors"]
 
 
-def test_keep_versions_without_a_share_dir_is_refused(
+def test_keep_versions_without_a_host_cache_dir_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["worker", "--store", f"file://{tmp_path}/s", "--out-dir", str(tmp_path / "w"),
             "--keep-versions", "2"]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--keep-versions needs --share-dir" in err
+    assert err.count("\n") == 1 and "--keep-versions needs --host-cache-dir" in err
 
 
 @pytest.mark.parametrize("in_the_way", ["000000000001.lock", "000000000001.safetensors"])
-def test_a_directory_in_place_of_a_share_file_stops_the_worker_with_one_line(
+def test_a_directory_in_place_of_a_cached_file_stops_the_worker_with_one_line(
     s3_url: str, s3_endpoint: str, tmp_path: Path, in_the_way: str
 ) -> None:
     """Retrying cannot get past it: the worker exits 2 naming it, not a retry loop."""
     Publisher(open_store(s3_url, endpoint_url=s3_endpoint), PublishConfig()).publish(model(3), 1)
-    (tmp_path / "share" / in_the_way).mkdir(parents=True)
-    w = start_worker(s3_url, s3_endpoint, tmp_path / "w", "w-dir", "--share-dir",
-                     str(tmp_path / "share"))  # fmt: skip
+    (tmp_path / "cache" / in_the_way).mkdir(parents=True)
+    w = start_worker(s3_url, s3_endpoint, tmp_path / "w", "w-dir", "--host-cache-dir",
+                     str(tmp_path / "cache"))  # fmt: skip
     try:
         _, err = w.communicate(timeout=60)
     finally:

@@ -294,5 +294,21 @@ def test_reuse_installed_after_a_failed_download_starts_over_from_the_keyframe(t
 def test_reuse_installed_is_for_memory_only(tmp_path) -> None:
     from wanrl_s3.errors import UsageError
 
-    with pytest.raises(UsageError, match="share_dir"):
-        WatchConfig(reuse_installed=True, share_dir=str(tmp_path))
+    with pytest.raises(UsageError, match="host_cache_dir"):
+        WatchConfig(reuse_installed=True, host_cache_dir=str(tmp_path))
+
+
+def test_share_dir_is_the_old_name_of_host_cache_dir(tmp_path, monkeypatch) -> None:
+    """Configs written for ``share_dir`` keep working, with one DeprecationWarning."""
+    from dataclasses import replace
+
+    from wanrl_s3 import _exports
+
+    monkeypatch.setattr(_exports, "_warned", set())
+    with pytest.warns(DeprecationWarning, match=r"WatchConfig\(share_dir=\) is deprecated"):
+        config = WatchConfig(share_dir=str(tmp_path))
+    assert config.host_cache_dir == str(tmp_path) == replace(config).host_cache_dir
+    with pytest.warns(DeprecationWarning, match=r"WatchConfig\.share_dir is deprecated"):
+        assert config.share_dir == str(tmp_path)
+    with pytest.raises(TypeError, match="give host_cache_dir alone"):
+        WatchConfig(share_dir="a", host_cache_dir="b")

@@ -82,6 +82,19 @@ def test_reports_round_trip_with_an_integrations_fields(s3_store: ObjectStore) -
     assert dict(read_statuses(s3_store)[0].extra) == {"steps": {"1": 1, "2": None}}
 
 
+def test_resume_is_the_old_name_of_restore(
+    s3_store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wanrl_s3 import _exports
+
+    StatusReporter(s3_store, "w-old").installed(install(3, at_s=50.0))
+    monkeypatch.setattr(_exports, "_warned", set())
+    with pytest.warns(DeprecationWarning, match=r"StatusReporter\.resume is deprecated"):
+        StatusReporter(s3_store, "w-old").resume(now_s=60.0)
+    (status,) = read_statuses(s3_store)
+    assert status.installed_version == 3  # the history restored, as restore() does
+
+
 def test_read_statuses_skips_broken_objects_and_filters_by_prefix(s3_store: ObjectStore) -> None:
     for worker_id in ("verl-b", "verl-a", "plain-1"):
         StatusReporter(s3_store, worker_id).installed(install(2, at_s=50.0))

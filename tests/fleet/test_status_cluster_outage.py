@@ -65,7 +65,7 @@ def test_a_filer_crash_under_a_running_worker_shows_as_a_stretch_in_status(
             wait_for(lambda: version_in(out) == 2, BOUND_S)
             store = open_store(url, endpoint_url=endpoint)
             wait_for(lambda: any(s.failures for s in read_statuses(store)), BOUND_S)
-            argv = ["status", "--store", url, "--endpoint-url", endpoint, "--no-freeze"]
+            argv = ["status", "--store", url, "--endpoint-url", endpoint, "--no-record"]
             assert main(argv) == 0
             table = capsys.readouterr().out
             assert main([*argv, "--json"]) == 0

@@ -133,7 +133,7 @@ def test_a_restarted_worker_keeps_its_failure_stretches_and_ends_the_open_one(
     first.failing(None)
     first.failing("reading LATEST failed: 500", at_s=20.0)  # then the process dies
     died_at = stored(s3_store, "w4").updated_at_s
-    StatusReporter(s3_store, "w4").resume()
+    StatusReporter(s3_store, "w4").restore()
     old, still_open = stored(s3_store, "w4").failures
     assert old.ended_at_s is not None and old.message == "download of v2 failed: reset"
     assert still_open == FailureSpan(20.0, 20.0, 1, "reading LATEST failed: 500", died_at)

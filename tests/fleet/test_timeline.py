@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.fleet.test_bcast import T0, install
+from tests.fleet.test_broadcast_times import T0, install
 from wanrl_s3 import WorkerStatus
-from wanrl_s3.fleet.bcast import fleet_report
+from wanrl_s3.fleet.broadcast_times import fleet_report
 from wanrl_s3.fleet.timeline import FLEET, fleet_timeline, held_at
 
 PUBLISHED = {1: T0 + 10.0, 2: T0 + 100.0, 3: T0 + 200.0}

@@ -28,8 +28,8 @@ from wanrl_s3.format import layout
 from wanrl_s3.format.latest import Latest
 from wanrl_s3.format.manifest import MAX_MANIFEST_BYTES, Manifest
 from wanrl_s3.format.manifests import Manifests, check_claimable, require_newer
+from wanrl_s3.publish.adopt import adopt_newest
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.publish.resume import resume
 from wanrl_s3.store import Blob, ObjectStore
 from wanrl_s3.store.memory import MemoryStore
 from wanrl_s3.testing.synthetic import nudge_state
@@ -216,13 +216,13 @@ def test_check_claimable_refuses_an_old_version_and_a_taken_one() -> None:
     check_claimable(store, 4)
 
 
-def test_the_publisher_and_resume_refuse_a_stale_version_alike() -> None:
+def test_the_publisher_and_adopt_newest_refuse_a_stale_version_alike() -> None:
     store = CountingStore()
     _publish(store, 3)
     errors = []
     for attempt in (
         lambda: Publisher(store).publish({"a": np.zeros(4, np.float32)}, 2),
-        lambda: resume(Publisher(store), publishing=2),
+        lambda: adopt_newest(Publisher(store), publishing=2),
     ):
         with pytest.raises(VersionConflictError) as caught:
             attempt()

@@ -223,7 +223,7 @@ def test_a_reader_told_the_run_refuses_another_run_at_first_contact(pair) -> Non
 
 
 def test_every_publisher_of_a_run_keeps_its_first_run_id(pair) -> None:  # type: ignore[no-untyped-def]
-    """A restarted publisher (another run id), with or without resume, after LATEST was
+    """A restarted publisher (another run id), adopting the newest or not, after LATEST was
     damaged or deleted, stays in the run that its readers follow."""
     signer, _ = pair
     store = _store()

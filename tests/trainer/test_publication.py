@@ -195,7 +195,7 @@ def test_what_stops_the_run_and_what_does_not(
     assert trainer.close()  # an outage is no failure to raise
 
 
-def test_a_restarted_trainer_resumes_and_skips_what_the_store_holds() -> None:
+def test_a_restarted_trainer_adopts_the_newest_and_skips_what_the_store_holds() -> None:
     store = memory()
     weights = model(big=1000)
     with TrainerPublisher(Publisher(store), dtype="bf16") as trainer:
@@ -207,6 +207,28 @@ def test_a_restarted_trainer_resumes_and_skips_what_the_store_holds() -> None:
     done = restarted.submit(gen(weights), 6).result(60).result
     assert done is not None and (done.kind, done.base_version) == ("delta", 5)
     assert restarted.close() and pulled(store, 6) == expected(weights)
+
+
+def test_without_adopting_the_newest_the_first_version_is_a_keyframe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``adopt_newest=False``, or its old spelling ``resume=False`` (one warning)."""
+    from wanrl_s3 import _exports
+
+    store = memory()
+    weights = model(big=1000)
+    with TrainerPublisher(Publisher(store), background=False) as trainer:
+        trainer.submit(weights, 5)
+    step(weights, 6)
+    fresh = TrainerPublisher(Publisher(store), background=False, adopt_newest=False)
+    done = fresh.submit(gen(weights), 6).result().result
+    assert done is not None and done.kind == "full"
+    monkeypatch.setattr(_exports, "_warned", set())
+    with pytest.warns(DeprecationWarning, match=r"TrainerPublisher\(resume=\) is deprecated"):
+        old = TrainerPublisher(Publisher(store), background=False, resume=False)
+    step(weights, 7)
+    done = old.submit(gen(weights), 7).result().result
+    assert done is not None and done.kind == "full"
 
 
 def test_an_unsigned_trainer_is_refused_a_signed_run_unless_it_allows_it() -> None:
@@ -238,7 +260,7 @@ def test_only_the_committing_rank_needs_the_signer_of_a_signed_run() -> None:
     assert all(t.close() for t in trainers)
 
 
-def test_a_restarted_trainer_resumes_from_a_base_the_readers_keyring_trusts(
+def test_a_restarted_trainer_adopts_a_base_the_readers_keyring_trusts(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """A rotated key: the old key's versions are a delta base only while the readers'
@@ -342,14 +364,16 @@ def test_host_memory_holds_one_copy_whatever_the_number_of_publications(
     assert trainer.close()
 
 
-def test_a_restarted_trainer_says_where_it_resumes(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_restarted_trainer_says_which_version_it_continues_from(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     caplog.set_level(logging.INFO, logger="wanrl_s3")
     store = memory()
     with TrainerPublisher(Publisher(store)) as trainer:
         trainer.submit(model(big=10), 0).result(60)
     restarted = TrainerPublisher(Publisher(store))
     restarted.submit(model(big=10), 1).result(60)
-    assert "resuming from v0 in memory://" in caplog.text
+    assert "continuing from v0 in memory://" in caplog.text
 
 
 def test_the_trainer_core_imports_no_torch() -> None:

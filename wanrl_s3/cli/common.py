@@ -112,6 +112,45 @@ class OnceKeyring(Once):
     help_twice = "to trust several keys, put their PEM blocks in one file (a keyring)"
 
 
+class _Renamed(argparse.Action):
+    """An option's old spelling: hidden from ``--help``, acting as the new one, with one
+    warning on stderr (configs and scripts written for the old name keep working)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, target: argparse.Action) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=target.nargs,
+            const=target.const,
+            default=argparse.SUPPRESS,  # the new option's default stands
+            help=argparse.SUPPRESS,
+            metavar=target.metavar,
+        )
+        self.target = target
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        new = self.target.option_strings[0]
+        if option_string not in _warned_options:
+            _warned_options.add(str(option_string))
+            print(f"wanrl-s3: warning: {option_string} is deprecated: use {new}", file=sys.stderr)
+        self.target(parser, namespace, values, new)
+
+
+_warned_options: set[str] = set()
+
+
+def add_renamed_option(parser: argparse.ArgumentParser, old: str, new: str) -> None:
+    """Accept ``old`` as a hidden, deprecated spelling of the option ``new`` already added."""
+    target = next(a for a in parser._actions if new in a.option_strings)
+    parser.add_argument(old, dest=f"_renamed_{target.dest}", action=_Renamed, target=target)
+
+
 STORE_URLS = (
     "s3://bucket/prefix, gs://bucket/prefix, az://container[@account]/prefix, "
     "file:///path or memory://name"

@@ -94,7 +94,7 @@ def _read_fleet_file(path: str) -> FleetLinks:
 
 
 def _fleet_from_status(url: str, endpoint_url: str | None) -> FleetLinks:
-    from ..fleet.bcast import EXPIRE_AFTER_S
+    from ..fleet.broadcast_times import EXPIRE_AFTER_S
     from ..fleet.links import measured_fleet
     from ..fleet.status import read_statuses
     from ..format.manifests import Manifests

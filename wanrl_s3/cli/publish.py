@@ -23,8 +23,8 @@ from ..io.malloc import return_big_buffers
 from ..io.pages import release
 from ..io.safetensors_file import SafetensorsFile, read_source
 from ..io.source import StreamedSource
+from ..publish.adopt import adopt_newest, adoption_point, check_signing
 from ..publish.publisher import DELTA_MODES, FULL_CODINGS, PublishConfig, Publisher, PublishResult
-from ..publish.resume import check_signing, resume, resume_point
 from ..publish.store_check import require_conditional_writes
 from ..store import ObjectStore
 from ..units import MiB, count
@@ -41,7 +41,7 @@ from .common import (
 from .held import tell
 from .progress import ProgressBar
 
-RESUME_ATTEMPTS = 3  # reads of the newest version, while racing publishers move it
+ADOPT_ATTEMPTS = 3  # reads of the newest version, while racing publishers move it
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     with Subscriber(stores[0]) as sub:
         pub = publisher()
         base = (
-            _resume(pub, sub, args.base, order, args.version, verifier)
+            _adopt_newest(pub, sub, args.base, order, args.version, verifier)
             if args.delta != "never"
             else None
         )
@@ -240,7 +240,7 @@ def _print(args: argparse.Namespace, stores: Sequence[ObjectStore], result: Publ
         )
 
 
-def _resume(
+def _adopt_newest(
     publisher: Publisher,
     sub: Subscriber,
     base_path: str | None,
@@ -262,19 +262,19 @@ def _resume(
         if local is not None:
             return _adopt(publisher, sub, local, version, f"--base {base_path}", verifier)
         tell(f"--base {base_path} holds no published version: used the newest one instead")
-    for _ in range(RESUME_ATTEMPTS):
-        point = resume_point(sub)
+    for _ in range(ADOPT_ATTEMPTS):
+        point = adoption_point(sub)
         base = None if point is None else _streamed(sub, point.version, order)
         try:
             return _adopt(publisher, sub, base, version, None, verifier)
         except UsageError:
-            newest = resume_point(sub)
+            newest = adoption_point(sub)
             if base is None or newest is None or newest.version == base.version:
                 raise
             # another publisher committed a version since the point was read (its race was
             # for another version number): stream that one in instead
     raise VersionConflictError(
-        f"the newest version at {publisher.store.url} moved {RESUME_ATTEMPTS} times while "
+        f"the newest version at {publisher.store.url} moved {ADOPT_ATTEMPTS} times while "
         f"v{version} was being prepared: too many concurrent publishers"
     )
 
@@ -291,14 +291,14 @@ def _adopt(
     named: str | None,
     verifier: Verifier | None,
 ) -> Mapping[str, np.ndarray] | None:
-    """resume() from ``base`` (``named`` is the flag that gave it, for a local file); what
+    """adopt_newest() from ``base`` (``named`` is the flag that gave it, for a local file); what
     was adopted, if anything. A streamed base is closed when it is refused."""
     try:
         try:
-            point = resume(publisher, base=base, publishing=version, verifier=verifier)
+            point = adopt_newest(publisher, base=base, publishing=version, verifier=verifier)
         except UsageError as exc:
             raise UsageError(f"{named}: {exc}" if named else str(exc)) from exc
-        except VerificationError as exc:  # only a local file can fail here (see resume)
+        except VerificationError as exc:  # only a local file can fail here (see adopt_newest)
             if named is None:
                 raise
             raise type(exc)(f"{named} is not the version it claims: {exc}") from exc

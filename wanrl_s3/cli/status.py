@@ -2,7 +2,7 @@
 
 Each version is measured against the workers alive when it was published; a
 worker reached it when it installed it or anything newer; the first report
-that measures a version's T_bcast freezes it in the bucket (fleet/bcast.py,
+that measures a version's T_bcast records it in the bucket (fleet/broadcast_times.py,
 docs/operations.md). Workers silent for ``--expire-after-s`` are listed as
 expired, never as lagging; ``--prune`` deletes their status objects.
 ``--plot FILE.png`` draws the versions each worker held over time (failures
@@ -14,23 +14,30 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..fleet.bcast import (
+from ..fleet.broadcast_times import (
     EXPIRE_AFTER_S,
     FleetReport,
-    Measurement,
+    RecordedReport,
     fleet_report,
-    freeze,
     prune_expired,
     read_records,
+    record_broadcast_times,
 )
 from ..fleet.status import WorkerStatus, read_statuses
 from ..units import count
-from .common import add_store_args, emit_json, manifests_from_args, open_from_args, positive_float
+from .common import (
+    add_renamed_option,
+    add_store_args,
+    emit_json,
+    manifests_from_args,
+    open_from_args,
+    positive_float,
+)
 from .held import tell
 
 LEGEND = (
     "T_bcast s: from the version's commit until {f:.0%} of its fleet (the workers alive "
-    "when it was published) had installed it or a newer one; * = frozen, it will not change.\n"
+    "when it was published) had installed it or a newer one; * = recorded, it will not change.\n"
     "tail s: from then until the last of them had; seen s: median time from the commit "
     "until they saw it in LATEST (the polling delay)."
 )
@@ -71,11 +78,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     p.add_argument("--prune", action="store_true", help="delete expired workers' status objects")
     p.add_argument(
-        "--no-freeze",
-        dest="freeze",
+        "--no-record",
+        dest="record",
         action="store_false",
         help="do not record newly measured figures in the bucket (read-only credentials)",
     )
+    add_renamed_option(p, "--no-freeze", "--no-record")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -98,8 +106,8 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def measure(args: argparse.Namespace, now_s: float) -> Measurement:
-    """Read the fleet and the versions, build the report, freeze what it measured first."""
+def measure(args: argparse.Namespace, now_s: float) -> RecordedReport:
+    """Read the fleet and the versions, build the report, record what it measured first."""
     store = open_from_args(args)
     statuses = read_statuses(store)
     manifests = manifests_from_args(args, store)
@@ -115,7 +123,9 @@ def measure(args: argparse.Namespace, now_s: float) -> Measurement:
         expire_after_s=args.expire_after_s,
         records=read_records(store, versions, args.fraction),
     )
-    measured = freeze(store, report) if args.freeze else Measurement(report, (), None)
+    measured = (
+        record_broadcast_times(store, report) if args.record else RecordedReport(report, (), None)
+    )
     if args.prune:
         prune_expired(store, report)
     return measured
@@ -124,8 +134,8 @@ def measure(args: argparse.Namespace, now_s: float) -> Measurement:
 def run(args: argparse.Namespace) -> int:
     now_s = time.time()
     measured = measure(args, now_s)
-    if measured.freeze_error:
-        tell(f"wanrl-s3: warning: {measured.freeze_error}")
+    if measured.record_error:
+        tell(f"wanrl-s3: warning: {measured.record_error}")
     if args.json:  # the report first: a plot that cannot be written must not lose it
         emit_json({**measured.report.to_dict(), "now_s": now_s})
     else:
@@ -151,7 +161,7 @@ def render(report: FleetReport, now_s: float, *, pruned: bool = False) -> str:
         f"{'version':>8} {'installed':>10} {'T_bcast s':>10} {'tail s':>8} {'seen s':>7}",
     ]
     for v in report.versions:
-        t_bcast = _fmt(v.t_bcast_s) + ("*" if v.frozen else " ")
+        t_bcast = _fmt(v.t_bcast_s) + ("*" if v.recorded else " ")
         lines.append(
             f"{v.version:>8} {v.installed:>5}/{v.workers:<4} {t_bcast:>11}"
             f"{_fmt(v.tail_s):>8} {_fmt(v.seen_s):>7}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..fleet.bcast import FleetReport
+from ..fleet.broadcast_times import FleetReport
 from ..fleet.timeline import FLEET, fleet_timeline
 from .figures import new_figure, save_png
 

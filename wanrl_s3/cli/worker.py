@@ -21,14 +21,15 @@ model.safetensors and renamed over it, and its staged name removed: one
 snapshot on disk at rest, two while the next one downloads. A reader that
 still maps the old model.safetensors keeps its pages. Where no hard link can
 be made (another file system, a file system without links) the file is copied,
-and the log says why once. With ``--share-dir`` the staged files live there,
-``--keep-versions`` of them (they are the share's), and are linked the same way.
+and the log says why once. With ``--host-cache-dir`` the staged files live there,
+``--keep-versions`` of them (they are the host cache's), and are linked the same way.
 
-Where ``--share-dir`` is on another file system than DIR (a tmpfs such as
+Where ``--host-cache-dir`` is on another file system than DIR (a tmpfs such as
 /dev/shm beside a DIR on disk), no hard link can cross: the worker says so once
 at start, and every install is a copy. To install without one, put DIR on the
-share's file system, or have the engine load the share's file itself: its path
-is WANRL_S3_SHARE_PATH in CMD's environment.
+host cache's file system, or have the engine load the host cache's file itself: its
+path is WANRL_S3_HOST_CACHE_PATH in CMD's environment (WANRL_S3_SHARE_PATH too, its
+deprecated name).
 
 With ``--metrics-port PORT`` it serves Prometheus metrics (docs/operations.md,
 "Metrics"): installed version, versions behind LATEST, bytes and seconds per
@@ -76,6 +77,7 @@ from .common import (
     add_read_concurrency_arg,
     add_region_arg,
     add_regions_arg,
+    add_renamed_option,
     add_store_args,
     non_negative_int,
     positive_float,
@@ -137,18 +139,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="seconds between two looks at LATEST (a conditional GET)",
     )
     p.add_argument(
-        "--share-dir",
+        "--host-cache-dir",
         metavar="DIR",
         default=None,
-        help="a directory the workers of this host share (a tmpfs such as /dev/shm/wanrl): "
-        "each version is downloaded once per host (default: none, each worker downloads)",
+        help="the host cache: a directory all the workers of this host use (a tmpfs such as "
+        "/dev/shm/wanrl): each version is downloaded once per host (default: none, each "
+        "worker downloads)",
     )
+    add_renamed_option(p, "--share-dir", "--host-cache-dir")
     p.add_argument(
         "--keep-versions",
         type=positive_int,
         default=None,
         metavar="N",
-        help="with --share-dir: keep the files of the newest N versions there (default: 3)",
+        help="with --host-cache-dir: keep the files of the newest N versions there (default: 3)",
     )
     add_read_concurrency_arg(p)
     p.add_argument(
@@ -165,14 +169,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 
 def run(args: argparse.Namespace) -> int:
     return_big_buffers()  # freed download buffers go back (wanrl_s3.io.malloc)
-    if args.keep_versions is not None and not args.share_dir:
-        raise UsageError("--keep-versions needs --share-dir (DIR/.versions keeps none)")
+    if args.keep_versions is not None and not args.host_cache_dir:
+        raise UsageError("--keep-versions needs --host-cache-dir (DIR/.versions keeps none)")
     if args.max_lag_versions is not None and not args.regions:
         raise UsageError("--max-lag-versions needs --regions FILE (the regions to fall back to)")
     out_dir = Path(args.out_dir)
     make_dir(out_dir, "--out-dir")  # before any request: a bad DIR costs no network time
-    if args.share_dir:
-        make_dir(Path(args.share_dir), "--share-dir")
+    if args.host_cache_dir:
+        make_dir(Path(args.host_cache_dir), "--host-cache-dir")
     failover_config = (
         None
         if args.max_lag_versions is None
@@ -199,14 +203,14 @@ def _watch(
     reading = through_cdn(store)  # checked before the status object is written
     region = (args.region or "") if choice is None else choice.region
     reporter = StatusReporter(store, worker_id, region)
-    _report(reporter.resume, round_trip_s=_round_trip_s(store))
+    _report(reporter.restore, round_trip_s=_round_trip_s(store))
     observer = _FailuresInStatus(reporter, observer)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     config = WatchConfig(
         poll_interval_s=args.poll_interval_s,
-        share_dir=args.share_dir,
+        host_cache_dir=args.host_cache_dir,
         keep_versions=args.keep_versions or 3,
     )
     with (
@@ -407,8 +411,9 @@ def _after_install(
             "WANRL_S3_VERSION": str(result.version),
             "WANRL_S3_PATH": str(installer.path),
         }
-        if args.share_dir:  # the share's own file: an engine may load it instead (no copy)
-            env["WANRL_S3_SHARE_PATH"] = str(installer.watcher.staged_path(result.version))
+        if args.host_cache_dir:  # the host cache's own file: an engine may load it (no copy)
+            cached = str(installer.watcher.staged_path(result.version))
+            env["WANRL_S3_HOST_CACHE_PATH"] = env["WANRL_S3_SHARE_PATH"] = cached  # old name too
         # The user's own hook, as a shell command (like a git hook): pipes and && allowed.
         done = subprocess.run(args.on_install, shell=True, env=env, check=False)  # noqa: S602
         if done.returncode != 0:

@@ -13,12 +13,12 @@ hard-linked beside ``model.safetensors`` and renamed over it, and its staged
 name removed: one snapshot on disk at rest, two while the next one downloads.
 A reader that still maps the old file keeps its pages. Where no hard link can
 be made (another file system, a file system without links) the file is copied
-instead, and the log says why once. With ``WatchConfig.share_dir`` the staged
-files live there, ``keep_versions`` of them (they are the share's), and are
-linked the same way. A share on another file system than the directory (the
+instead, and the log says why once. With ``WatchConfig.host_cache_dir`` the staged
+files live there, ``keep_versions`` of them (they are the host cache's), and are
+linked the same way. A host cache on another file system than the directory (the
 usual tmpfs ``/dev/shm`` beside a directory on disk) can never be linked from:
 that is said once, at start, with the two ways to install without a copy (the
-directory on the share's file system, or the engine reading the share's file,
+directory on the host cache's file system, or the engine reading its file,
 :meth:`~wanrl_s3.Watcher.staged_path`). A directory that disappears, or a disk too full to stage
 a version, is an error the caller sees (:meth:`DirectoryInstaller.check`):
 retrying unchanged cannot help.
@@ -36,13 +36,13 @@ from ..errors import LocalIOError, UsageError, WanrlError
 from ..io.safetensors_file import write_file
 from ..store import SYSTEM_CLOCK, Clock
 from .files import RUN_ID_KEY, VERSION_KEY, local_snapshot
-from .node_share import NodeShare
+from .host_cache import HostCache
 from .subscriber import Snapshot, Subscriber
 from .watch import InstallResult, WatchConfig, Watcher, WatchObserver
 from .watch.observer import IGNORE
 
 MODEL_FILE = "model.safetensors"
-STAGE_DIR = ".versions"  # where versions are staged without a share_dir
+STAGE_DIR = ".versions"  # where versions are staged without a host_cache_dir
 DIR_MODE = 0o755  # an inference server running as another user must read what we write
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class DirectoryInstaller:
     Start it (or use it as a context manager), then call :meth:`wait_ready` and
     :meth:`install` as :class:`Watcher`'s; :meth:`check` raises when the
     directory can no longer be written. ``config`` is the watcher's; without a
-    ``share_dir`` versions are staged in ``directory/.versions`` and its
+    ``host_cache_dir`` versions are staged in ``directory/.versions`` and its
     ``keep_versions`` does not apply (a staged version goes once installed).
     ``observer`` is the watcher's (:class:`wanrl_s3.WorkerMetrics`, say)::
 
@@ -81,10 +81,10 @@ class DirectoryInstaller:
             )
         self.directory = Path(directory)
         self.path = self.directory / MODEL_FILE
-        self._private_stage = given.share_dir is None
-        stage = given.share_dir or str(self.directory / STAGE_DIR)
+        self._private_stage = given.host_cache_dir is None
+        stage = given.host_cache_dir or str(self.directory / STAGE_DIR)
         keep = 1 if self._private_stage else given.keep_versions
-        self.config = replace(given, share_dir=stage, keep_versions=keep)
+        self.config = replace(given, host_cache_dir=stage, keep_versions=keep)
         self.found_version: int | None = None  # the version found in place at start, verified
         self._sub, self._clock, self._observer = subscriber, clock, observer
         self._watcher: Watcher | None = None
@@ -92,9 +92,9 @@ class DirectoryInstaller:
 
     @property
     def stage_dir(self) -> Path:
-        """Where versions are staged before install: the share folder given, or a private one
+        """Where versions are staged before install: the host cache given, or a private one
         inside the install directory."""
-        return Path(str(self.config.share_dir))
+        return Path(str(self.config.host_cache_dir))
 
     @property
     def watcher(self) -> Watcher:
@@ -109,7 +109,7 @@ class DirectoryInstaller:
             raise UsageError(f"the DirectoryInstaller of {self.directory} is already started")
         make_dir(self.directory, "install directory")
         if not self._private_stage:
-            make_dir(self.stage_dir, "share_dir")
+            make_dir(self.stage_dir, "host_cache_dir")
             self._said_copy = _say_if_apart(self.stage_dir, self.directory)
         found = _verified_in_place(self._sub, self.path)
         self.found_version = None if found is None else found.version
@@ -200,18 +200,18 @@ def link_into_place(staged: Path, target: Path) -> str | None:
     return None
 
 
-def _say_if_apart(share: Path, directory: Path) -> bool:
-    """Say once, at start, that ``share`` and ``directory`` are on different file systems
+def _say_if_apart(cache: Path, directory: Path) -> bool:
+    """Say once, at start, that ``cache`` and ``directory`` are on different file systems
     (so every install is a copy), and what to do about it; True if said."""
-    if share.stat().st_dev == directory.stat().st_dev:
+    if cache.stat().st_dev == directory.stat().st_dev:
         return False
     log.warning(
-        "installs copy each version into %s (no hard link): the share %s is on %s and %s is "
+        "installs copy each version into %s (no hard link): the host cache %s is on %s and %s is "
         "on %s, and a hard link cannot cross file systems; to install without a copy, put %s "
-        "on the share's file system, or have the engine load the share's file itself",
+        "on the host cache's file system, or have the engine load the cached file itself",
         directory / MODEL_FILE,
-        share,
-        file_system(share),
+        cache,
+        file_system(cache),
         directory,
         file_system(directory),
         directory,
@@ -271,7 +271,7 @@ def _clean_stage(target: Path, stage: Path, found: Snapshot | None) -> None:
     for leftover in target.parent.glob(f".{target.name}.tmp-*"):
         leftover.unlink(missing_ok=True)
     if found is not None and stage.is_dir():
-        NodeShare(stage, keep_versions=1).prune(found.version + 1)
+        HostCache(stage, keep_versions=1).prune(found.version + 1)
 
 
 def _tidy_stage(stage: Path) -> None:

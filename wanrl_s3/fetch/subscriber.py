@@ -63,7 +63,7 @@ class Snapshot:
 
     def items(self, *, release_pages: bool = False) -> Iterator[tuple[str, np.ndarray]]:
         """The tensors in turn. With ``release_pages``, each tensor that maps a file
-        (a staged version: ``WatchConfig.share_dir``) gives its pages back once the caller
+        (a staged version: ``WatchConfig.host_cache_dir``) gives its pages back once the caller
         asks for the next one: its data stays in the file and the page cache, and reading
         it again costs a minor fault. For a consumer that copies each tensor elsewhere (an
         inference engine, to its device), so the host holds one tensor's pages, not the

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cost.fleet import FleetLinks, WorkerLink
-from .bcast import is_expired
+from .broadcast_times import is_expired
 from .status import WorkerStatus
 
 MIN_MEASURED_S = 1e-3

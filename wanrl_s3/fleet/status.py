@@ -14,10 +14,10 @@ stretch of failures is also kept as a :class:`FailureSpan` (first and last
 failure, how many, when it ended), which installs do not clear: the next write
 that gets through carries it.
 
-:func:`~wanrl_s3.fleet.bcast.fleet_report` turns those into, per version,
-T_bcast over the workers alive when it was published (see fleet/bcast.py). Idle
+:func:`~wanrl_s3.fleet.broadcast_times.fleet_report` turns those into, per version,
+T_bcast over the workers alive when it was published (see fleet/broadcast_times.py). Idle
 workers rewrite their object every ``HEARTBEAT_S`` so that silence means gone, and
-a worker restarted under its id keeps its history (:meth:`StatusReporter.resume`).
+a worker restarted under its id keeps its history (:meth:`StatusReporter.restore`).
 
 Times are wall-clock seconds from different machines (publisher and
 workers); their clocks must be synchronised (NTP) for T_bcast to mean much.
@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from .._exports import warn_renamed
 from ..errors import NotFoundError, VerificationError, WorkerStatusError
 from ..fetch.watch import InstallResult
 from ..format import layout
@@ -47,7 +48,7 @@ HISTORY = 64
 READ_THREADS = 8  # status objects are small: a fleet's worth is latency-bound GETs
 MAX_STATUS_BYTES = 4 * MiB  # 64 installs are ~20 KB; an integration's fields fit easily
 FAILURE_INTERVAL_S = 10.0  # a failing worker rewrites its status at most this often
-HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/bcast.py)
+HEARTBEAT_S = 60.0  # an idle worker rewrites its status this often (fleet/broadcast_times.py)
 FAILURE_HISTORY = 16  # failure spans kept per worker, newest last
 TOLD_KEPT = 256  # recent failure times a reporter remembers, to count each failure once
 
@@ -112,7 +113,7 @@ class WorkerStatus:
     last_error_at_s: float | None = None  # when last_error happened (wall clock)
     failures: tuple[FailureSpan, ...] = ()  # stretches of failures, newest last: kept
     fallback: str | None = None  # why ``region`` is not the worker's own, while it is not
-    # Fleet membership (fleet/bcast.py): first start under this id, the spans it was down
+    # Fleet membership (fleet/broadcast_times.py): first start under this id, the spans it was down
     # between restarts, and its measured round trip to the bucket (for the planner).
     started_at_s: float | None = None
     absences: tuple[tuple[float, float], ...] = ()
@@ -196,7 +197,7 @@ class WorkerStatus:
         return min(times) if times else None
 
 
-# The fields readers use (fleet/bcast.py, fleet/links.py), checked as they are read: a
+# The fields readers use (fleet/broadcast_times.py, fleet/links.py), checked as they are read: a
 # status object is written by whoever can write the bucket, and one with the wrong types
 # must be skipped as malformed, not crash the reader that adds its times.
 _INSTALL_TIMES = ("seen_at_s", "installed_at_s", "download_s", "verify_s", "apply_s")
@@ -347,8 +348,8 @@ class StatusReporter:
             self._told.append(at)
             self._failures = _with_failure(self._failures, message, at)
 
-    def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
-        """Start (or restart) under this worker id: keep the previous object's history.
+    def restore(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
+        """Start (or restart) under this worker id: restore the previous object's history.
 
         A restart under the same id is the same worker: its installs, first start
         and absences carry over, and the time it was down becomes one more absence
@@ -376,11 +377,16 @@ class StatusReporter:
                 self._failures = _ended(old.failures, old.updated_at_s)
         self._write(status)
 
+    def resume(self, *, round_trip_s: float | None = None, now_s: float | None = None) -> None:
+        """Deprecated spelling of :meth:`restore`."""
+        warn_renamed("StatusReporter.resume", "StatusReporter.restore")
+        self.restore(round_trip_s=round_trip_s, now_s=now_s)
+
     def heartbeat(self) -> bool:
         """Rewrite the status if nothing was written for ``heartbeat_s``; True if written.
 
         An idle worker has nothing to report for hours; without this it would look
-        as gone as a dead one (fleet/bcast.py expires workers silent for 300 s).
+        as gone as a dead one (fleet/broadcast_times.py expires workers silent for 300 s).
         """
         if self._monotonic() - self._written_s < self.heartbeat_s:
             return False

@@ -4,7 +4,7 @@ Three things an operator wants to see at a glance: which version each worker
 held over time (a step per install, held until its last status write), when
 each version was published and when workers were failing, and T_bcast at the
 report's fraction per version, for the whole fleet and for each region. A
-region's figure is measured like the fleet's (fleet/bcast.py) on the members of
+region's figure is measured like the fleet's (fleet/broadcast_times.py) on the members of
 the version's fleet that read from that region. Times are seconds since the
 oldest version in the report was published.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .bcast import FleetReport, VersionSpread, t_bcast_at
+from .broadcast_times import FleetReport, VersionSpread, t_bcast_at
 from .status import WorkerStatus
 
 FLEET = "fleet"  # the label of the whole fleet's T_bcast line

@@ -1,7 +1,7 @@
 """The manifests of a store: the one owner of reading them, and of the claim rule.
 
 Every module that reads a manifest from a store does it through a
-:class:`Manifests` bound to that store (the subscriber, resume, the relay, the
+:class:`Manifests` bound to that store (the subscriber, adopting, the relay, the
 probe, sharded publishing, retention, the fleet estimate, ``inspect`` and
 ``status``), so there is one policy:
 
@@ -34,7 +34,7 @@ probe, sharded publishing, retention, the fleet estimate, ``inspect`` and
   is read again, so a store repaired since is followed at once.
 - **The claim rule**: a new version must be newer than the newest committed one
   (:func:`require_newer`) and its manifest must not exist yet
-  (:func:`check_claimable`). The publisher and resume both ask here; the claim
+  (:func:`check_claimable`). The publisher and adopting both ask here; the claim
   itself is the manifest's conditional create, which only the publisher makes.
 
 The pointer itself (its format, reads, compare-and-swap) is

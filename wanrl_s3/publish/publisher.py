@@ -230,7 +230,7 @@ class Publisher:
         """The run this publisher's versions belong to (None: learnt at the next publication).
 
         Every manifest and LATEST names it, and readers follow one run: the store's
-        run, else this publisher's own ``run_id``. :func:`~wanrl_s3.publish.resume.resume`
+        run, else this publisher's own ``run_id``. :func:`~wanrl_s3.publish.adopt.adopt_newest`
         sets it to the run of the version it continues from.
         """
         return self._writer.origin_run_id

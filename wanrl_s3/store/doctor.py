@@ -266,7 +266,7 @@ _PROBES = (
     _Probe(
         "list-after-write",
         True,
-        "ranks and resumed publishers count the same committed versions",
+        "ranks and restarted publishers count the same committed versions",
         "unsafe: ranks could disagree on keyframe or delta; gc could miss new versions",
         _list_after_write,
     ),

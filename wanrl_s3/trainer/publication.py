@@ -41,11 +41,12 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .._exports import renamed_keywords
 from ..errors import PublicationFailedError, StoreError, UsageError, VersionConflictError
 from ..format import layout
 from ..io.tensors import StateDict, iter_items
+from ..publish.adopt import adopt_newest, check_signing
 from ..publish.publisher import Publisher, PublishResult
-from ..publish.resume import check_signing, resume
 from ..publish.shard import ShardedPublisher
 from ..store import SYSTEM_CLOCK, Clock
 from ..units import require_non_negative
@@ -66,7 +67,7 @@ class Publication:
     """How one submitted version ended without stopping the run: its future's value."""
 
     version: int
-    seconds: float  # from the start of its publication (a resume included) to its end
+    seconds: float  # from the start of its publication (adopting a base included) to its end
     result: PublishResult | None = None  # the committed version's figures (committing rank)
     skipped: VersionConflictError | None = None  # the store already held it, or a newer one
     failed: StoreError | None = None  # an outage once the store was reached
@@ -77,16 +78,18 @@ class Publication:
         return self.skipped is None and self.failed is None
 
 
+@renamed_keywords({"resume": "adopt_newest"}, attributes=False)
 class TrainerPublisher:
     """Publishes a trainer's weights off its critical path (see the module docstring).
 
     ``publisher``: a :class:`~wanrl_s3.VersionPublisher` (a Publisher, or this rank's
     ShardedPublisher). ``dtype``: "keep", or "bf16" to publish floating tensors in
     bf16. ``background=False``: submit publishes before it returns (no host copy).
-    ``resume``: continue from the store's newest version at the first publication.
-    ``verifier``: the keys the readers trust (their ``--verify-key``): a Publisher
-    resumes as a delta only from a version whose chain one of them signed, else its
-    first version is a keyframe (default: its signer's own key; unsigned, any base).
+    ``adopt_newest``: at the first publication, take the store's newest version as the
+    delta base (continue the run). ``verifier``: the keys the readers trust (their
+    ``--verify-key``): a Publisher adopts a base only from a version whose chain one of
+    them signed, else its first version is a keyframe (default: its signer's own key;
+    unsigned, any base).
     ``allow_unsigned``: publish without a signer onto a store whose LATEST is signed.
     ``close_wait_s``: how long closing, or the interpreter's exit, waits for a
     publication in flight. ``clock``: what times the publications (tests: fake time).
@@ -99,7 +102,7 @@ class TrainerPublisher:
         *,
         dtype: str = "keep",
         background: bool = True,
-        resume: bool = True,
+        adopt_newest: bool = True,
         verifier: Verifier | None = None,
         allow_unsigned: bool = False,
         close_wait_s: float = 600.0,
@@ -118,10 +121,10 @@ class TrainerPublisher:
         wait_s = require_non_negative("close_wait_s", close_wait_s)
         self._background = Background(wait_s, self.clock) if background else None
         self._buffers = HostBuffers(self.dtype) if background else None
-        self._resume = resume
+        self._adopt = adopt_newest
         self._verifier = verifier
         self._allow_unsigned = allow_unsigned
-        self._started = False  # the first publication's checks (signing, resume) are done
+        self._started = False  # the first publication's checks (signing, adopting) are done
         self._reached_store = False  # a publication went through (or found its version there)
         self._last: PublicationFuture[Publication] | None = None
         self._closed = False
@@ -222,13 +225,13 @@ class TrainerPublisher:
             if not self._started:
                 self._started = True
                 self._check_signing()
-                if self._resume:
-                    self._resume_from_store()
+                if self._adopt:
+                    self._adopt_newest()
             result = self.publisher.publish(tensors, version, metadata=metadata)
         except VersionConflictError as exc:
             self._reached_store = True
             log.warning(
-                "wanrl_s3: not publishing v%d: %s (a resumed run: the store already holds "
+                "wanrl_s3: not publishing v%d: %s (a continued run: the store already holds "
                 "this version or a newer one)",
                 version,
                 exc,
@@ -261,25 +264,25 @@ class TrainerPublisher:
             fix="give the publisher the run's signer, or allow_unsigned to publish unsigned anyway",
         )
 
-    def _resume_from_store(self) -> None:
+    def _adopt_newest(self) -> None:
         """Continue from the store's newest version: the first publication is a delta."""
         publisher = self.publisher
         if publisher.config.delta == "never":
             return
         if not isinstance(publisher, Publisher):
             log.info(
-                "wanrl_s3: rank %d of %d does not resume (a %s adopts no base from the "
-                "store): its first version is a keyframe",
+                "wanrl_s3: rank %d of %d adopts no base from the store (a %s does not): its "
+                "first version is a keyframe",
                 publisher.rank,
                 publisher.ranks,
                 type(publisher).__name__,
             )
             return
-        point = resume(publisher, verifier=self._verifier)
+        point = adopt_newest(publisher, verifier=self._verifier)
         if point is not None:
             self._reached_store = True
             log.info(
-                "wanrl_s3: resuming from v%d in %s: the next publication is a %s",
+                "wanrl_s3: continuing from v%d in %s: the next publication is a %s",
                 point.version,
                 self._where,
                 "delta against it" if point.adopted else "keyframe (no base adopted)",

@@ -109,7 +109,7 @@ class TrainerSide:
         self.stores = settings.publish_stores()
         key = settings.signing_key if is_master else None  # the committing rank: the master
         self.signer = Signer.from_file(key) if key else None
-        # the rollout workers' keyring: the master resumes only from a base they trust
+        # the rollout workers' keyring: the master adopts only a base they trust
         trusted = settings.verify_key if is_master else None
         self.verifier = Verifier.from_file(trusted) if trusted else None
         self.config = PublishConfig(
@@ -296,8 +296,8 @@ class RolloutSide:
         # one's arrays: one copy
         watch = WatchConfig(
             poll_interval_s=settings.poll_interval_s,
-            share_dir=settings.node_share_dir,
-            reuse_installed=settings.node_share_dir is None,
+            host_cache_dir=settings.host_cache_dir,
+            reuse_installed=settings.host_cache_dir is None,
         )
         self.watcher = Watcher(self.subscriber, watch).start()
         self.last_install: InstallResult | None = None
@@ -415,7 +415,7 @@ class WanrlS3CheckpointEngine(CheckpointEngine):
         snapshot = await self.rollout.take(global_steps)
         if snapshot is None:
             return
-        # a staged version (node_share_dir) maps files: once the engine has copied a
+        # a staged version (host_cache_dir) maps files: once the engine has copied a
         # tensor, its pages go back (they stay in the page cache), so the host holds a
         # tensor at a time, not the version (docs/verl.md, host memory)
         try:

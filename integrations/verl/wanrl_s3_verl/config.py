@@ -10,6 +10,7 @@ check here is explicit and raises :class:`wanrl_s3.errors.UsageError`.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
@@ -40,6 +41,8 @@ PUBLISH_RANKS = ("master", "all")
 ASSIGN_MODES = ("balanced", "own")
 
 C = TypeVar("C", bound="_Settings")
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 
 def plain_mapping(values: object, where: str) -> dict[str, Any]:
@@ -68,11 +71,13 @@ class _Settings:
     """Shared checks; subclasses name their Hydra key in ``KEY``."""
 
     KEY: ClassVar[str] = ""
+    # a renamed setting's old key -> its name now: still read, with one warning
+    RENAMED: ClassVar[Mapping[str, str]] = {}
 
     @classmethod
     def from_mapping(cls: type[C], values: object) -> C:
         """Build from verl's mapping; unknown or missing keys are refused by name."""
-        given = plain_mapping(values, cls.KEY)
+        given = cls._renamed(plain_mapping(values, cls.KEY))
         known = [f.name for f in fields(cls) if f.init]
         unknown = sorted(set(given) - set(known))
         if unknown:
@@ -93,6 +98,24 @@ class _Settings:
                 f"{cls.KEY}.{missing[0]} is required; set it, e.g. '+{cls.KEY}.{missing[0]}=...'"
             )
         return cls(**given)
+
+    @classmethod
+    def _renamed(cls, given: dict[str, Any]) -> dict[str, Any]:
+        """``given`` with each old key that is set moved to its new name (a null one, as the
+        shipped YAML passes when the user sets only the new key, is dropped)."""
+        for old, new in cls.RENAMED.items():
+            value = given.pop(old, None)
+            if value is None:
+                continue
+            if given.get(new) not in (None, value):
+                raise UsageError(
+                    f"{cls.KEY}.{old} is the old name of {cls.KEY}.{new}: set {new} alone"
+                )
+            if old not in _warned:
+                _warned.add(old)
+                log.warning("wanrl_s3: %s.%s is deprecated: use %s.%s", cls.KEY, old, cls.KEY, new)
+            given[new] = value
+        return given
 
     def _fail(self, name: str, problem: str, value: object) -> UsageError:
         return UsageError(f"{self.KEY}.{name} {problem}, got {value!r}")
@@ -205,6 +228,7 @@ class EngineSettings(StoreSettings):
     """``engine_kwargs.wanrl_s3``: both sides of the checkpoint engine."""
 
     KEY: ClassVar[str] = ENGINE_KEY
+    RENAMED: ClassVar[Mapping[str, str]] = {"node_share_dir": "host_cache_dir"}
 
     delta: str = "auto"
     keyframe_every: int = 10
@@ -221,8 +245,9 @@ class EngineSettings(StoreSettings):
     # otherwise: every rollout worker with verify_key would refuse the unsigned versions)
     allow_unsigned: bool = False
     region: str = "auto"  # with regions: the one to read from, or "auto" (measured fastest)
-    # rollout engines of one host download each version once, into this directory
-    node_share_dir: str | None = None
+    # the host cache: rollout engines of one host download each version once, into this
+    # directory
+    host_cache_dir: str | None = None
     # rollout: glibc maps allocations of 1 MiB or more on their own (process-wide), so
     # freed download buffers go back to the system (wanrl_s3.return_big_buffers)
     return_big_buffers: bool = True
@@ -243,7 +268,7 @@ class EngineSettings(StoreSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         self._str("store_url", required=self.regions is None)
-        self._str("node_share_dir")
+        self._str("host_cache_dir")
         self._str("region", required=True)
         self._choice("delta", DELTA_MODES)
         self._int("keyframe_every", 1)

@@ -263,18 +263,18 @@ def test_a_store_failure_stops_the_first_publication_but_not_a_running_job(
     assert got == {"wanrl_s3/published": 0.0, "wanrl_s3/failed": 1.0}
 
 
-def test_rollout_engines_on_one_host_share_one_download(
+def test_rollout_engines_on_one_host_download_once_through_the_host_cache(
     engine_kwargs: dict[str, Any], tmp_path: Any
 ) -> None:
-    """``node_share_dir``: two rollout processes, each version downloaded by one of them."""
+    """``host_cache_dir``: two rollout processes, each version downloaded by one of them."""
     trainer = new_engine(is_master=True, **engine_kwargs)
     weights = model()
-    share = {"node_share_dir": str(tmp_path / "share"), "poll_interval_s": 3600.0}
+    cache = {"host_cache_dir": str(tmp_path / "cache"), "poll_interval_s": 3600.0}
     ce_config = {
         "backend": "wanrl_s3",
         "custom_backend_module": MODULE,
         "update_weights_bucket_megabytes": 2048,
-        "engine_kwargs": {"wanrl_s3": {**engine_kwargs, **share}},
+        "engine_kwargs": {"wanrl_s3": {**engine_kwargs, **cache}},
     }
     children = [ChildProcess(CHILD, ce_config) for _ in range(2)]
     try:

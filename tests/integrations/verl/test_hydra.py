@@ -163,6 +163,24 @@ def test_a_wrong_key_names_itself_and_the_fix() -> None:
         FilterSettings.from_mapping({"staleness": 2})
 
 
+def test_node_share_dir_still_sets_the_host_cache_with_one_warning(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old key of ``host_cache_dir`` (configs written for it keep working); the shipped
+    YAML passes it as null when only the new key is set, which is no setting at all."""
+    from wanrl_s3_verl import config
+
+    monkeypatch.setattr(config, "_warned", set())
+    old = {"store_url": "s3://b/p", "node_share_dir": "/dev/shm/wanrl-run"}
+    assert EngineSettings.from_mapping(old).host_cache_dir == "/dev/shm/wanrl-run"
+    EngineSettings.from_mapping(old)
+    assert caplog.text.count("node_share_dir is deprecated: use") == 1
+    new = {"store_url": "s3://b/p", "host_cache_dir": "/dev/shm/a", "node_share_dir": None}
+    assert EngineSettings.from_mapping(new).host_cache_dir == "/dev/shm/a"
+    with pytest.raises(UsageError, match=r"node_share_dir is the old name of .*host_cache_dir"):
+        EngineSettings.from_mapping({**new, "node_share_dir": "/dev/shm/b"})
+
+
 def _planned(cfg: dict[str, Any]) -> tuple[Any, ...]:
     """What the estimate reads, straight from a composed config."""
     rollout = cfg["actor_rollout_ref"]

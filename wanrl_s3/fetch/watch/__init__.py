@@ -27,8 +27,8 @@ Only an exception that is not an ``Exception`` (``SystemExit`` raised in a
 thread, say) ends a thread; :attr:`Watcher.alive` then turns false and
 :meth:`Watcher.check_alive` raises, so that the process can exit.
 
-With ``WatchConfig.share_dir``, the watchers of one host download each version
-once between them (:mod:`wanrl_s3.fetch.node_share`) and map one shared copy.
+With ``WatchConfig.host_cache_dir``, the watchers of one host download each version
+once between them (:mod:`wanrl_s3.fetch.host_cache`) and map one shared copy.
 
 The parts, one concern each: ``config`` (the settings and their backoffs),
 ``state`` (what a watcher holds and wants, under its lock), ``poll`` (reading

@@ -5,11 +5,13 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from ..._exports import renamed_keywords
 from ...errors import UsageError
 from ...store.retry import Backoff
 from ...units import require_int, require_positive
 
 
+@renamed_keywords({"share_dir": "host_cache_dir"})
 @dataclass(frozen=True)
 class WatchConfig:
     """How a :class:`Watcher` polls, backs off and holds versions; validated on creation."""
@@ -24,13 +26,14 @@ class WatchConfig:
     # a version LATEST names that is still not whole after this long is reported as an error
     # (a pointer to a version that does not exist, or stalled replication); still checked
     invisible_grace_s: float = 300.0
-    # a directory (on a tmpfs: /dev/shm/...) that the watchers of one host share: each
-    # version is downloaded once per host and mapped by all (wanrl_s3.fetch.node_share)
-    share_dir: str | None = None
-    # with share_dir: how many of the newest versions' files it keeps (each one a snapshot
-    # on disk); 1 for a directory only this watcher uses (nothing to share, only to stage)
+    # the host cache: a directory (on a tmpfs: /dev/shm/...) that the watchers of one host
+    # use together: each version is downloaded once per host and mapped by all
+    # (wanrl_s3.fetch.host_cache)
+    host_cache_dir: str | None = None
+    # with host_cache_dir: how many of the newest versions' files it keeps (each one a snapshot
+    # on disk); 1 for a directory only this watcher uses (no other reader, only staging)
     keep_versions: int = 3
-    # in memory (no share_dir): decode the next version into the installed version's own
+    # in memory (no host_cache_dir): decode the next version into the installed version's own
     # arrays once the caller says it is done with them (Watcher.done_with), so host memory
     # holds one snapshot (and the payload window), not two. For a caller that copies the
     # tensors out (an inference engine) and keeps no reference to them. A download that
@@ -44,9 +47,9 @@ class WatchConfig:
         for name in ("retry_backoff_s", "visible_backoff_s", "max_backoff_s", "invisible_grace_s"):
             require_positive(name, getattr(self, name))
         require_int("keep_versions", self.keep_versions)
-        if self.reuse_installed and self.share_dir:
+        if self.reuse_installed and self.host_cache_dir:
             raise UsageError(
-                "reuse_installed is for versions held in memory; with share_dir they are "
+                "reuse_installed is for versions held in memory; with host_cache_dir they are "
                 "files, which hold no second copy in memory anyway"
             )
 

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 from ...errors import FetchCancelled, WanrlError
-from ..node_share import NodeShare
+from ..host_cache import HostCache
 from ..subscriber import Snapshot, Subscriber, reusing
 from .failures import Streak, describe
 from .result import describe_source
@@ -58,9 +58,9 @@ class Prefetcher:
         self.progress = ByteCounter()
         self._streak = Streak(shared.config.download_backoff, shared.rng)
         config = shared.config
-        self._share = (
-            NodeShare(config.share_dir, keep_versions=config.keep_versions)
-            if config.share_dir
+        self._cache = (
+            HostCache(config.host_cache_dir, keep_versions=config.keep_versions)
+            if config.host_cache_dir
             else None
         )
 
@@ -91,7 +91,7 @@ class Prefetcher:
         self.work.set()
 
     def staged_path(self, version: int) -> Path | None:
-        return None if self._share is None else self._share.path(version)
+        return None if self._cache is None else self._cache.path(version)
 
     def fetch_once(self) -> bool:
         """Download the newest wanted version if it is newer than what is held; True if done."""
@@ -144,8 +144,8 @@ class Prefetcher:
 
     def _fetch(self, sub: Subscriber, want: int, have: Snapshot | None, lend: bool) -> Snapshot:
         progress, cancel = self.progress.add, self.cancel
-        if self._share is not None:
-            return self._share.fetch(sub, want, have=have, cancel=cancel, progress=progress)
+        if self._cache is not None:
+            return self._cache.fetch(sub, want, have=have, cancel=cancel, progress=progress)
         alloc = reusing(have) if lend and have is not None else None
         return sub.fetch(want, have=have, alloc=alloc, cancel=cancel, progress=progress)
 

@@ -145,7 +145,7 @@ class Watcher:
         return max(found, default=None)
 
     def staged_path(self, version: int) -> Path | None:
-        """The file ``version`` is staged in (with ``share_dir``), else None.
+        """The file ``version`` is staged in (with ``host_cache_dir``), else None.
 
         Such a file is written once, verified, and never changed in place (a file
         that fails a later check is replaced whole), so a caller may hard-link it

@@ -1,4 +1,4 @@
-"""Resuming: a restarted publisher continues with deltas from the store's newest version."""
+"""Adopting: a restarted publisher continues with deltas from the store's newest version."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 
 from wanrl_s3.errors import UsageError, VerificationError, VersionConflictError
 from wanrl_s3.fetch.subscriber import Subscriber
+from wanrl_s3.publish.adopt import adopt_newest, adoption_point
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
-from wanrl_s3.publish.resume import resume, resume_point
 from wanrl_s3.store import ObjectStore, open_store
 from wanrl_s3.testing.synthetic import nudge_state
 
@@ -36,7 +36,7 @@ def _two_versions(store: ObjectStore) -> dict[str, np.ndarray]:
 def test_a_restarted_publisher_sends_a_delta(store: ObjectStore) -> None:
     v2 = _two_versions(store)
     restarted = Publisher(store, CONFIG, run_id="run-a")  # a new process: holds nothing
-    point = resume(restarted)
+    point = adopt_newest(restarted)
     assert point is not None
     assert (point.version, point.keyframe_version, point.since_keyframe) == (2, 1, 1)
     assert point.next_version == 3
@@ -48,40 +48,40 @@ def test_a_restarted_publisher_sends_a_delta(store: ObjectStore) -> None:
     assert all(got[k].tobytes() == v3[k].tobytes() for k in v3)
 
 
-def test_without_resume_the_restart_would_send_a_keyframe(store: ObjectStore) -> None:
+def test_without_adopting_the_restart_would_send_a_keyframe(store: ObjectStore) -> None:
     v2 = _two_versions(store)
     result = Publisher(store, CONFIG).publish(nudge_state(v2, 0.01, seed=3), 3)
-    assert result.kind == "full"  # what resume exists to avoid
+    assert result.kind == "full"  # what adopting exists to avoid
 
 
-def test_resume_from_a_local_copy_checks_it(store: ObjectStore) -> None:
+def test_adopting_a_local_copy_checks_it(store: ObjectStore) -> None:
     _two_versions(store)
     with Subscriber(store) as sub:
         snapshot = sub.fetch(2)
         older = sub.fetch(1)
-    assert resume(Publisher(store, CONFIG), base=snapshot) is not None
+    assert adopt_newest(Publisher(store, CONFIG), base=snapshot) is not None
     with pytest.raises(UsageError, match="holds v1 but the newest version is v2"):
-        resume(Publisher(store, CONFIG), base=older)
+        adopt_newest(Publisher(store, CONFIG), base=older)
     snapshot.tensors["layer0.w"][0] += 1  # a local copy that is not what was published
     with pytest.raises(VerificationError):
-        resume(Publisher(store, CONFIG), base=snapshot)
+        adopt_newest(Publisher(store, CONFIG), base=snapshot)
 
 
 def test_a_publisher_that_lost_the_race_since_it_looked_is_a_conflict(store: ObjectStore) -> None:
-    """It read v1 as the newest and took it as its base; v2 landed before it resumed."""
+    """It read v1 as the newest and took it as its base; v2 landed before it adopted it."""
     _two_versions(store)
     with Subscriber(store) as sub:
         older = sub.fetch(1)
     with pytest.raises(VersionConflictError, match="version 2 is not newer than the newest"):
-        resume(Publisher(store, CONFIG), base=older, publishing=2)
-    assert resume(Publisher(store, CONFIG), publishing=3) is not None
+        adopt_newest(Publisher(store, CONFIG), base=older, publishing=2)
+    assert adopt_newest(Publisher(store, CONFIG), publishing=3) is not None
 
 
-def test_an_empty_store_has_nothing_to_resume() -> None:
+def test_an_empty_store_has_nothing_to_adopt() -> None:
     store = open_store(f"memory://{uuid.uuid4().hex}")
-    assert resume(Publisher(store, CONFIG)) is None
+    assert adopt_newest(Publisher(store, CONFIG)) is None
     with Subscriber(store) as sub:
-        assert resume_point(sub) is None
+        assert adoption_point(sub) is None
 
 
 def test_the_first_signed_publication_is_a_keyframe(store: ObjectStore) -> None:
@@ -91,7 +91,7 @@ def test_the_first_signed_publication_is_a_keyframe(store: ObjectStore) -> None:
     v2 = _two_versions(store)  # unsigned
     private, public = generate_keypair()
     signed = Publisher(store, CONFIG, signer=Signer(private))
-    assert resume(signed) is not None
+    assert adopt_newest(signed) is not None
     result = signed.publish(nudge_state(v2, 0.01, seed=3), 3)
     assert result.kind == "full"
     with Subscriber(store, verifier=Verifier([public])) as sub:
@@ -112,7 +112,7 @@ def test_a_damaged_newest_version_makes_the_next_publication_a_keyframe(
     data[len(data) // 2] ^= 0xFF
     store.put_bytes(key, bytes(data))
     restarted = Publisher(store, CONFIG)
-    point = resume(restarted)
+    point = adopt_newest(restarted)
     assert point is not None and point.version == 2
     assert restarted.publish(nudge_state(v2, 0.01, seed=3), 3).kind == "full"
     with Subscriber(store) as sub:
@@ -136,7 +136,7 @@ def test_a_signing_publisher_adopts_only_a_base_its_readers_trust() -> None:
         Publisher(store, CONFIG, signer=Signer(old_private)).publish(v1, 1)
         Publisher(store, CONFIG, signer=writer).publish(v2, 2)
         restarted = Publisher(store, CONFIG, signer=Signer(new_private))
-        point = resume(restarted, verifier=keyring)
+        point = adopt_newest(restarted, verifier=keyring)
         assert restarted.publish(v3, 3).kind == "full"
         assert point is not None and not point.adopted
         with Subscriber(store, verifier=keyring or Verifier([new_public])) as sub:
@@ -144,7 +144,7 @@ def test_a_signing_publisher_adopts_only_a_base_its_readers_trust() -> None:
     store = open_store(f"memory://{uuid.uuid4().hex}")  # a rotation: the old key still trusted
     Publisher(store, CONFIG, signer=Signer(old_private)).publish(v1, 1)
     restarted = Publisher(store, CONFIG, signer=Signer(new_private))
-    point = resume(restarted, verifier=Verifier([old_public, new_public]))
+    point = adopt_newest(restarted, verifier=Verifier([old_public, new_public]))
     assert point is not None and point.adopted
     assert restarted.publish(v3, 2).base_version == 1
     with Subscriber(store, verifier=Verifier([old_public, new_public])) as sub:

@@ -1,13 +1,13 @@
-"""Resuming: continue a run from the newest version its store holds.
+"""Adopting: a restarted publisher continues its run from the newest version its store holds.
 
 A restarted trainer, or a one-shot ``wanrl-s3 publish``, must not send a full
 keyframe for every version just because this process has never published: the
-store already holds the last version's bits. :func:`resume` adopts them
+store already holds the last version's bits. :func:`adopt_newest` adopts them
 (verified, from the store or from a local copy the caller names) as the
 publisher's delta base, so the next publication is a delta again, and says which
 version a new publication must be newer than. The CLI's ``publish`` and the
 trainer core (:class:`~wanrl_s3.TrainerPublisher`, which the verl adapter drives)
-both resume through here.
+both adopt through here.
 
 A base is adopted only if the readers will trust it: a publisher that signs,
 or is given the readers' keyring, adopts a newest version only when every
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResumePoint:
+class AdoptionPoint:
     """The newest committed version of a store, as a publisher continues from it."""
 
     version: int
@@ -53,7 +53,7 @@ class ResumePoint:
     run_id: str
     manifest_hash: str  # the newest manifest's digest, which the next delta pins
     origin_run_id: str  # the run the store's versions belong to
-    adopted: bool = False  # whether resume took the version as the publisher's delta base
+    adopted: bool = False  # whether adopt_newest took the version as the publisher's delta base
 
     @property
     def next_version(self) -> int:
@@ -61,14 +61,14 @@ class ResumePoint:
         return self.version + 1
 
 
-def resume_point(sub: Subscriber) -> ResumePoint | None:
+def adoption_point(sub: Subscriber) -> AdoptionPoint | None:
     """Where the store behind ``sub`` stands (manifests only); None when it is empty."""
     latest = sub.manifests.latest()
     if latest is None:
         return None
     chain = sub.manifests.chain(latest.version)
     manifest = chain[-1]
-    return ResumePoint(
+    return AdoptionPoint(
         version=manifest.version,
         keyframe_version=manifest.keyframe_version or manifest.version,
         since_keyframe=len(chain) - 1,
@@ -78,13 +78,13 @@ def resume_point(sub: Subscriber) -> ResumePoint | None:
     )
 
 
-def resume(
+def adopt_newest(
     publisher: Publisher,
     *,
     base: Snapshot | None = None,
     verifier: Verifier | None = None,
     publishing: int | None = None,
-) -> ResumePoint | None:
+) -> AdoptionPoint | None:
     """Adopt the newest version of ``publisher``'s primary store as its delta base.
 
     ``publishing``: the version about to be published. When the store's newest is
@@ -100,10 +100,10 @@ def resume(
     manifest's hashes first.
     """
     with Subscriber(publisher.store) as sub:
-        point = resume_point(sub)
+        point = adoption_point(sub)
         if point is None:
             if base is not None:
-                raise UsageError(f"the store {publisher.store.url} has no versions yet to resume")
+                raise UsageError(f"the store {publisher.store.url} has no versions yet to adopt")
             return None
         trust = verifier or (None if publisher.signer is None else publisher.signer.verifier())
         untrusted = _untrusted(sub.manifests.chain(point.version), trust)
@@ -182,4 +182,4 @@ def check_signing(store: ObjectStore, signing: bool, *, unsigned_ok: bool, fix: 
         )
 
 
-__all__ = ["ResumePoint", "check_signing", "resume", "resume_point"]
+__all__ = ["AdoptionPoint", "adopt_newest", "adoption_point", "check_signing"]

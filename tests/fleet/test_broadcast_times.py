@@ -1,4 +1,5 @@
-"""T_bcast a user can trust (fleet/bcast.py), each rule on status objects in a real S3 bucket.
+"""Broadcast times a user can trust (fleet/broadcast_times.py), each rule on status objects
+in a real S3 bucket.
 
 The statuses are written as the worker writes them (JSON objects under workers/),
 read back with read_statuses, and reported at a fixed ``now_s`` so that expiry is
@@ -12,11 +13,11 @@ from typing import Any
 import pytest
 
 from wanrl_s3 import InstallResult, StatusReporter, WorkerStatus, open_store, read_statuses
-from wanrl_s3.fleet.bcast import (
+from wanrl_s3.fleet.broadcast_times import (
     fleet_report,
-    freeze,
     prune_expired,
     read_records,
+    record_broadcast_times,
     record_key,
 )
 from wanrl_s3.format import layout
@@ -119,27 +120,28 @@ def test_a_measured_figure_is_frozen_and_survives_pruning(store: ObjectStore) ->
             updated_at_s=T0 + 200,
             installs=(install(5, T0 + 101 + n, T0 + 100),),
         )
-    first = freeze(store, report(store, published, now_s=T0 + 200))
-    assert first.frozen_now == (5,) and first.report.versions[0].frozen
+    first = record_broadcast_times(store, report(store, published, now_s=T0 + 200))
+    assert first.recorded_now == (5,) and first.report.versions[0].recorded
     assert first.report.versions[0].t_bcast_s == pytest.approx(9.0)  # the 9th of 10
     assert store.exists(record_key(5, 0.9))
     store.delete([layout.worker_status_key(f"w{n}") for n in range(5)])  # pruned
     records = read_records(store, [5], 0.9)
     later = report(store, published, now_s=T0 + 300, records=records).versions[0]
-    assert later.frozen and later.t_bcast_s == pytest.approx(9.0) and later.workers == 10
+    assert later.recorded and later.t_bcast_s == pytest.approx(9.0) and later.workers == 10
     assert later.installed == 5 and later.tail_s is None  # live: five members are gone
-    assert freeze(store, report(store, published, now_s=T0 + 300)).frozen_now == ()  # once
+    again = record_broadcast_times(store, report(store, published, now_s=T0 + 300))
+    assert again.recorded_now == ()  # once
 
 
 def test_a_restart_under_the_same_id_keeps_history_and_records_the_gap(
     store: ObjectStore,
 ) -> None:
     first = StatusReporter(store, "gpu-7")
-    first.resume(round_trip_s=0.04, now_s=T0)
+    first.restore(round_trip_s=0.04, now_s=T0)
     first.installed(InstallResult(**{**install(1, T0 + 5, T0 + 1), "path": (1,)}))
     down_since = read_statuses(store)[0].updated_at_s
     again = StatusReporter(store, "gpu-7")
-    again.resume(round_trip_s=0.05, now_s=down_since + 60)
+    again.restore(round_trip_s=0.05, now_s=down_since + 60)
     (status,) = read_statuses(store)
     assert status.started_at_s == T0 and status.installed_version == 1
     assert len(status.installs) == 1 and status.round_trip_s == 0.05
@@ -152,7 +154,7 @@ def test_a_restart_under_the_same_id_keeps_history_and_records_the_gap(
 def test_an_idle_worker_writes_a_heartbeat_no_more_often_than_asked(store: ObjectStore) -> None:
     clock = {"t": 0.0}
     reporter = StatusReporter(store, "idle", heartbeat_s=60.0, monotonic=lambda: clock["t"])
-    reporter.resume()
+    reporter.restore()
     assert not reporter.heartbeat()
     clock["t"] = 59.0
     assert not reporter.heartbeat()

@@ -1,7 +1,7 @@
-"""A share directory beside the install directory: a hard link where one can be made, and
-one plain notice at start where one cannot (the share on a tmpfs, the directory on disk).
+"""A host cache beside the install directory: a hard link where one can be made, and
+one plain notice at start where one cannot (the host cache on a tmpfs, the directory on disk).
 
-Real file systems: the share is a tmpfs mounted for the test (tests/tmpfs.py), the
+Real file systems: the host cache is a tmpfs mounted for the test (tests/tmpfs.py), the
 install directory the test's own directory on another file system.
 """
 
@@ -32,12 +32,12 @@ def publish_two(tmp_path: Path) -> tuple[str, list]:
     return url, states
 
 
-def test_on_one_file_system_the_installed_file_is_the_shares_file(
+def test_on_one_file_system_the_installed_file_is_the_cached_file(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     url, states = publish_two(tmp_path)
-    share, out = tmp_path / "share", tmp_path / "policy"
-    config = replace(FAST, share_dir=str(share))
+    cache, out = tmp_path / "cache", tmp_path / "policy"
+    config = replace(FAST, host_cache_dir=str(cache))
     with (
         caplog.at_level(logging.INFO),
         Subscriber(open_store(url)) as sub,
@@ -52,15 +52,15 @@ def test_on_one_file_system_the_installed_file_is_the_shares_file(
     assert NOTICE not in caplog.text and "by copy" not in caplog.text
 
 
-def test_a_share_on_another_file_system_is_said_once_at_start_and_installs_by_copy(
+def test_a_host_cache_on_another_file_system_is_said_once_at_start_and_installs_by_copy(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     url, states = publish_two(tmp_path)
     out = tmp_path / "policy"
     out.mkdir()
     with tmpfs(tmp_path / "shm", size_bytes=16 * 2**20) as shm:
-        share = shm / "wanrl-run1"
-        config = replace(FAST, share_dir=str(share))
+        cache = shm / "wanrl-run1"
+        config = replace(FAST, host_cache_dir=str(cache))
         with (
             caplog.at_level(logging.INFO),
             Subscriber(open_store(url)) as sub,
@@ -68,10 +68,10 @@ def test_a_share_on_another_file_system_is_said_once_at_start_and_installs_by_co
         ):
             said = [r.getMessage() for r in caplog.records if NOTICE in r.getMessage()]
             assert len(said) == 1  # at start, before anything was downloaded
-            assert f"the share {share} is on tmpfs at {shm}" in said[0]
+            assert f"the host cache {cache} is on tmpfs at {shm}" in said[0]
             assert "a hard link cannot cross file systems" in said[0]
-            assert f"put {out} on the share's file system" in said[0]
-            assert "load the share's file itself" in said[0]
+            assert f"put {out} on the host cache's file system" in said[0]
+            assert "load the cached file itself" in said[0]
             install_next(installer)
             Publisher(open_store(url), PublishConfig(keyframe_every=10)).publish(states[1], 2)
             install_next(installer)
@@ -84,14 +84,15 @@ def test_a_share_on_another_file_system_is_said_once_at_start_and_installs_by_co
     assert len(notices) == 1  # once, not once per install
 
 
-def test_the_workers_hook_is_told_the_shares_file(tmp_path: Path) -> None:
+def test_the_workers_hook_is_told_the_cached_file(tmp_path: Path) -> None:
     url, states = publish_two(tmp_path)
-    share, out, env = tmp_path / "share", tmp_path / "policy", tmp_path / "hook.env"
-    hook = f'echo "$WANRL_S3_SHARE_PATH $WANRL_S3_PATH" > {env}'
-    argv = ["worker", "--store", url, "--out-dir", str(out), "--share-dir", str(share)]
+    cache, out, env = tmp_path / "cache", tmp_path / "policy", tmp_path / "hook.env"
+    hook = f'echo "$WANRL_S3_HOST_CACHE_PATH $WANRL_S3_PATH $WANRL_S3_SHARE_PATH" > {env}'
+    argv = ["worker", "--store", url, "--out-dir", str(out), "--host-cache-dir", str(cache)]
     assert (
         main([*argv, "--poll-interval-s", "0.05", "--on-install", hook, "--exit-after", "1"]) == 0
     )
-    share_path, model_path = env.read_text().split()
-    assert Path(share_path) == share / f"{1:012d}.safetensors"
-    assert os.path.samefile(share_path, model_path) and holds(Path(share_path), states[0])
+    cached_path, model_path, old_name = env.read_text().split()
+    assert old_name == cached_path  # the variable's deprecated name, for hooks written for it
+    assert Path(cached_path) == cache / f"{1:012d}.safetensors"
+    assert os.path.samefile(cached_path, model_path) and holds(Path(cached_path), states[0])

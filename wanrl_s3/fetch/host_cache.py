@@ -1,8 +1,8 @@
-"""One download per host: processes that share a directory fetch each version once.
+"""The host cache: the processes of one host fetch each version once, through one directory.
 
 Eight rollout processes on one 8-GPU host would otherwise each download every
 version over the host's one WAN link (eight times the traffic, eight times the
-egress bill) and each keep their own copy in RAM. With a node share, the first
+egress bill) and each keep their own copy in RAM. With a host cache, the first
 process that wants version v takes an exclusive lock on ``<dir>/<v>.lock``
 (``flock``), pulls v into ``<dir>/<v>.safetensors`` with
 :func:`~wanrl_s3.pull_to_file` (written beside the name, renamed into place
@@ -18,7 +18,7 @@ process that finds the file already in place checks it without locking.
   still mapping one keeps its pages until it lets go.
 
 Trust: every process on the host that can write the directory can write the
-shared files, but none can make another install them unchecked: readers
+cached files, but none can make another install them unchecked: readers
 verify each tensor's BLAKE3 against the manifest (which signatures cover) and
 replace a file that fails.
 """
@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 SUFFIX = ".safetensors"
 
 
-class NodeShare:
-    """Fetch versions through a directory shared by the processes of one host."""
+class HostCache:
+    """Fetch versions through one directory that all the processes of one host use."""
 
     def __init__(
         self,
@@ -63,7 +63,7 @@ class NodeShare:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UsageError(f"cannot use {self.directory} as a node share: {exc}") from exc
+            raise UsageError(f"cannot use {self.directory} as a host cache: {exc}") from exc
         self.keep_versions = keep_versions
         self.wait_poll_s = wait_poll_s
 
@@ -81,7 +81,7 @@ class NodeShare:
         cancel: threading.Event | None = None,
         progress: Callable[[int], None] | None = None,
     ) -> Snapshot:
-        """Version ``version``, verified: from the shared file, or downloaded into it.
+        """Version ``version``, verified: from the cached file, or downloaded into it.
 
         ``have`` is this process's current copy, for a delta download when it is
         this process's turn. Raises FetchCancelled if ``cancel`` is set while it
@@ -106,7 +106,7 @@ class NodeShare:
         return snap
 
     def _open_verified(self, sub: Subscriber, path: Path, version: int) -> Snapshot | None:
-        """The shared file as a Snapshot if it exists and verifies, else None.
+        """The cached file as a Snapshot if it exists and verifies, else None.
 
         Something other than a file under that name (a directory) is not ours to
         remove, and no retry gets past it: a LocalIOError naming it.
@@ -121,7 +121,7 @@ class NodeShare:
                 raise VerificationError(f"{path} holds version {snap.version}, not {version}")
             manifest = sub.verify_local(snap)
         except (UsageError, VerificationError) as exc:  # not ours, cut short or altered
-            log.warning("the shared file %s will be downloaded again: %s", path, exc)
+            log.warning("the cached file %s will be downloaded again: %s", path, exc)
             return None
         return Snapshot(version, snap.tensors, manifest, verify_s=time.monotonic() - start)
 
@@ -160,7 +160,7 @@ def _require_file(path: Path, what: str) -> None:
     if not path.is_file():
         raise LocalIOError(
             errno.EISDIR if path.is_dir() else errno.EEXIST,
-            f"{what} {path} is in the way: it is not a file; remove it (a node share holds "
+            f"{what} {path} is in the way: it is not a file; remove it (a host cache holds "
             "only the files it makes)",
         )
 

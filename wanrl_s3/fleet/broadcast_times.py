@@ -1,4 +1,5 @@
-"""T_bcast a user can trust: the fleet a version is measured against, and figures that stay put.
+"""Broadcast times a user can trust: each version's T_bcast measured from the workers'
+status objects against the fleet it was published to, and recorded in the bucket once.
 
 The capacity rule needs T_bcast at a fraction f of *the fleet*, so the fleet
 has to be pinned down, per version:
@@ -16,7 +17,7 @@ has to be pinned down, per version:
 - **T_bcast** is the time from the commit until ceil(f * N) of those N workers
   had reached it; the tail, until the last one did (live: ``-`` while any
   member has not).
-- **Frozen**: the first report that measures a version's T_bcast writes a
+- **Recorded**: the first report that measures a version's T_bcast writes a
   record (``fleet/bcast/<version>-f<fraction>.json``, create-only) with the
   members and the figure; later reports use it, so pruning dead workers or a
   worker's install history rolling over never rewrites a measured figure.
@@ -51,6 +52,7 @@ from .status import WorkerStatus
 
 #: A worker silent this long is gone: five missed heartbeats (HEARTBEAT_S in status.py).
 EXPIRE_AFTER_S = 300.0
+# the bucket's names for the records (docs/operations.md): a wire format, kept as written
 RECORDS_DIR = "fleet/bcast"
 RECORD_FORMAT = "wanrl-s3/bcast-record"
 MAX_RECORD_BYTES = 1 << 22
@@ -96,7 +98,7 @@ def is_member(
 
 
 @dataclass(frozen=True)
-class BcastRecord:
+class BroadcastRecord:
     """A version's measured T_bcast at one fraction, with the fleet it was measured on."""
 
     version: int
@@ -113,7 +115,7 @@ class BcastRecord:
         return json.dumps({"format": RECORD_FORMAT, **asdict(self)}).encode()
 
     @classmethod
-    def from_json(cls, data: bytes) -> BcastRecord:
+    def from_json(cls, data: bytes) -> BroadcastRecord:
         try:
             d = load_bounded_json(data, "T_bcast record", MAX_RECORD_BYTES)
             if d.pop("format", None) != RECORD_FORMAT:
@@ -137,7 +139,7 @@ class VersionSpread:
     t_bcast_s: float | None  # when `fraction` of the members had it; None if not yet
     tail_s: float | None  # from then until the last member had it; None until all did
     seen_s: float | None  # median time from publish until members saw it in LATEST
-    frozen: bool = False  # t_bcast_s comes from its record and will not change
+    recorded: bool = False  # t_bcast_s comes from its record in the bucket and will not change
     members: tuple[str, ...] = ()  # the worker ids of its fleet
 
 
@@ -189,7 +191,7 @@ def spread(
     *,
     now_s: float | None = None,
     expire_after_s: float = EXPIRE_AFTER_S,
-    record: BcastRecord | None = None,
+    record: BroadcastRecord | None = None,
 ) -> VersionSpread:
     """One version's spread over its fleet (the record's, once there is one)."""
     clock = _Clock(time.time() if now_s is None else now_s, expire_after_s)
@@ -240,7 +242,7 @@ def fleet_report(
     *,
     now_s: float | None = None,
     expire_after_s: float = EXPIRE_AFTER_S,
-    records: Mapping[int, BcastRecord] | None = None,
+    records: Mapping[int, BroadcastRecord] | None = None,
 ) -> FleetReport:
     """Per version: its fleet, T_bcast at ``fraction`` of it, the tail; who lags, who is gone."""
     quantile_count(1, fraction)
@@ -270,32 +272,32 @@ def fleet_report(
     return FleetReport(fraction, latest, versions, lagging, tuple(statuses), expired)
 
 
-def new_records(report: FleetReport) -> list[BcastRecord]:
+def new_records(report: FleetReport) -> list[BroadcastRecord]:
     """Records for the versions this report measured for the first time."""
     return [
-        BcastRecord(v.version, report.fraction, v.published_at_s, v.members, v.t_bcast_s)
+        BroadcastRecord(v.version, report.fraction, v.published_at_s, v.members, v.t_bcast_s)
         for v in report.versions
-        if not v.frozen and v.t_bcast_s is not None
+        if not v.recorded and v.t_bcast_s is not None
     ]
 
 
 def read_records(
     store: ObjectStore, versions: Iterable[int], fraction: float
-) -> dict[int, BcastRecord]:
-    """The frozen records of ``versions`` at ``fraction``; a malformed one is ignored."""
+) -> dict[int, BroadcastRecord]:
+    """The recorded figures of ``versions`` at ``fraction``; a malformed one is ignored."""
     wanted = {record_key(v, fraction): v for v in versions}
     found = {}
     for info in store.list(f"{RECORDS_DIR}/"):
         if info.key in wanted:
             try:
                 data = store.get_bytes(info.key, max_bytes=MAX_RECORD_BYTES)
-                found[wanted[info.key]] = BcastRecord.from_json(data)
+                found[wanted[info.key]] = BroadcastRecord.from_json(data)
             except (WorkerStatusError, ObjectTooLargeError):  # malformed, or far too large
                 continue
     return found
 
 
-def write_records(store: ObjectStore, records: Iterable[BcastRecord]) -> list[BcastRecord]:
+def write_records(store: ObjectStore, records: Iterable[BroadcastRecord]) -> list[BroadcastRecord]:
     """Write each record only if absent (a racing reporter's figure wins); returns those written."""
     written = []
     for record in records:
@@ -311,7 +313,7 @@ def prune_expired(store: ObjectStore, report: FleetReport) -> list[str]:
     """Delete the status objects of the expired workers; returns their ids.
 
     Their installs no longer count for versions measured later; versions already
-    measured keep their frozen figure.
+    measured keep their recorded figure.
     """
     keys = [layout.worker_status_key(w) for w in report.expired]
     if keys:
@@ -320,23 +322,25 @@ def prune_expired(store: ObjectStore, report: FleetReport) -> list[str]:
 
 
 @dataclass(frozen=True)
-class Measurement:
-    """What ``wanrl-s3 status`` shows, and whether it could freeze what it measured."""
+class RecordedReport:
+    """What ``wanrl-s3 status`` shows, and whether it could record what it measured."""
 
     report: FleetReport
-    frozen_now: tuple[int, ...]
-    freeze_error: str | None
+    recorded_now: tuple[int, ...]
+    record_error: str | None
 
 
-def freeze(store: ObjectStore, report: FleetReport) -> Measurement:
+def record_broadcast_times(store: ObjectStore, report: FleetReport) -> RecordedReport:
     """Write the records this report measured first; a store that refuses is reported.
 
     A reader without write access still gets its report, with the reason the
-    figures were not frozen (they are computed again, the same way, next time).
+    figures were not recorded (they are computed again, the same way, next time).
     """
     try:
         written = {r.version for r in write_records(store, new_records(report))}
     except StoreError as exc:
-        return Measurement(report, (), f"figures not frozen ({exc})")
-    versions = tuple(replace(v, frozen=v.frozen or v.version in written) for v in report.versions)
-    return Measurement(replace(report, versions=versions), tuple(sorted(written)), None)
+        return RecordedReport(report, (), f"figures not recorded ({exc})")
+    versions = tuple(
+        replace(v, recorded=v.recorded or v.version in written) for v in report.versions
+    )
+    return RecordedReport(replace(report, versions=versions), tuple(sorted(written)), None)
