@@ -3,9 +3,9 @@ tampering, full disks, oversized objects and fuzzed arguments, every outcome che
 
 ```
 .venv/bin/python benchmarks/faults.py --seed 14            # the whole campaign
-.venv/bin/python benchmarks/faults.py --seed 14 --store moto   # every part on moto
 .venv/bin/python benchmarks/faults.py --seed 14 --quick    # its fast part (make test runs it)
 .venv/bin/python benchmarks/faults.py --seed 14 --json     # the summary as JSON
+.venv/bin/python benchmarks/faults.py --store moto         # every part on moto
 .venv/bin/python benchmarks/faults.py --oversize-mib 256   # smaller oversized objects
 .venv/bin/python benchmarks/faults.py --parts cluster_outages --cluster-ns-prefix NAME
                                    # part 9 alone, its cluster spread over namespaces (root)
@@ -21,8 +21,8 @@ in front of the store; tampering edits the bucket directly.
 The store is a SeaweedFS server (``weed mini``, :func:`wanrl_s3.testing.local_s3`)
 started for the run. One part runs on moto instead, because it needs what a real
 server cannot give: ``multipart_faults`` flips bits inside multipart parts to show
-that the store's own upload confirmation (the ETag as MD5, else a read-back) keeps
-a damaged part out of a committed version. SeaweedFS, like AWS S3, validates the
+that the store's own upload confirmation (docs/security.md) keeps a damaged part
+out of a committed version. SeaweedFS, like AWS S3, validates the
 CRC32C each part carries and refuses the damaged part itself (BadDigest, then a
 resend), so the confirmation would never be reached; moto validates no checksum and
 stores the damaged bytes. ``--store moto`` runs every part on moto.
