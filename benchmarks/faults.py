@@ -1,10 +1,11 @@
-"""The fault campaign (issues 14, 27): the CLI against moto under injected faults, kills,
-races, tampering, full disks, oversized objects and fuzzed arguments, every outcome checked.
+"""The fault campaign: the CLI against SeaweedFS under injected faults, kills, races,
+tampering, full disks, oversized objects and fuzzed arguments, every outcome checked.
 
 ```
 .venv/bin/python benchmarks/faults.py --seed 14            # the whole campaign
 .venv/bin/python benchmarks/faults.py --seed 14 --quick    # its fast part (make test runs it)
 .venv/bin/python benchmarks/faults.py --seed 14 --json     # the summary as JSON
+.venv/bin/python benchmarks/faults.py --store moto         # every part on moto
 .venv/bin/python benchmarks/faults.py --oversize-mib 256   # smaller oversized objects
 .venv/bin/python benchmarks/faults.py --parts cluster_outages --cluster-ns-prefix NAME
                                    # part 9 alone, its cluster spread over namespaces (root)
@@ -15,7 +16,16 @@ Everything goes through the real command line: in this process through the
 or, where a process must be killed, in a child forked from this one that runs
 the same ``main`` (a fork starts in milliseconds; ``python -m wanrl_s3.cli``
 spends seconds importing here). Faults come from :class:`wanrl_s3.testing.FaultProxy`
-in front of moto; tampering edits the bucket directly.
+in front of the store; tampering edits the bucket directly.
+
+The store is a SeaweedFS server (``weed mini``, :func:`wanrl_s3.testing.local_s3`)
+started for the run. One part runs on moto instead, because it needs what a real
+server cannot give: ``multipart_faults`` flips bits inside multipart parts to show
+that the store's own upload confirmation (docs/security.md) keeps a damaged part
+out of a committed version. SeaweedFS, like AWS S3, validates the
+CRC32C each part carries and refuses the damaged part itself (BadDigest, then a
+resend), so the confirmation would never be reached; moto validates no checksum and
+stores the damaged bytes. ``--store moto`` runs every part on moto.
 
 After each case it checks and counts, per kind (each must stay 0):
 
@@ -110,6 +120,7 @@ import numpy as np
 
 from wanrl_s3 import PublishConfig, Publisher, SafetensorsFile, Signer, open_store, write_file
 from wanrl_s3.testing import (
+    CREDENTIALS,
     Fault,
     FaultProxy,
     Rule,
@@ -118,6 +129,7 @@ from wanrl_s3.testing import (
     local_azure,
     local_gcs,
     local_moto,
+    local_s3,
     local_seaweed_cluster,
     make_azure_container,
     make_bucket,
@@ -377,8 +389,18 @@ def output_problem(code: int, err: str, *, worker: bool = False) -> str | None:
 
 # -- the campaign ------------------------------------------------------------------------
 class Campaign:
-    def __init__(self, endpoint: str, workdir: Path, seed: int, plan: Plan) -> None:
+    """The campaign's parts (its methods in ``PARTS``) on the store at ``endpoint``.
+
+    ``unchecked_endpoint``: a store that validates no upload checksum (moto), for the
+    part that needs one (``multipart_faults``); None runs that part on ``endpoint`` too.
+    """
+
+    def __init__(
+        self, endpoint: str, workdir: Path, seed: int, plan: Plan,
+        unchecked_endpoint: str | None = None,
+    ) -> None:  # fmt: skip
         self.endpoint, self.workdir, self.seed, self.plan = endpoint, workdir, seed, plan
+        self.unchecked_endpoint = unchecked_endpoint
         self.rng = random.Random(seed)
         self.nprng = np.random.default_rng(seed)
         self.proxy = FaultProxy(endpoint, seed=seed, trickle_max_s=0.3)
@@ -411,6 +433,22 @@ class Campaign:
     def new_store(self, tag: str) -> str:
         return f"s3://{make_bucket(self.endpoint)}/{tag}"
 
+    @contextlib.contextmanager
+    def on_store(self, endpoint: str | None) -> Iterator[None]:
+        """Every bucket, command and proxied request of the block on ``endpoint`` (None:
+        the campaign's store), through a fault proxy of its own."""
+        if endpoint is None or endpoint == self.endpoint:
+            yield
+            return
+        saved = self.endpoint, self.proxy, self.s3
+        with FaultProxy(endpoint, seed=self.seed, trickle_max_s=0.3) as proxy:
+            self.endpoint, self.proxy = endpoint, proxy
+            self.s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+            try:
+                yield
+            finally:
+                self.endpoint, self.proxy, self.s3 = saved
+
     def path(self, name: str) -> Path:
         p = self.workdir / name
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -418,7 +456,7 @@ class Campaign:
 
     # -- the command line
     def cli(self, *argv: str, proxy: bool = False, raw: bool = False) -> Done:
-        """``wanrl-s3 ARGV`` in this process, against moto (or through the proxy)."""
+        """``wanrl-s3 ARGV`` in this process, against the store (or through the proxy)."""
         args = [*argv]
         if not raw and args[0] in ("publish", "pull", "inspect", "gc", "status"):
             args += ["--endpoint-url", self.proxy.url if proxy else self.endpoint]
@@ -600,9 +638,15 @@ class Campaign:
         part goes out. Two sends of one part damaged in a row make the store take the
         service for one whose ETags are not MD5s: it then reads the object back and
         refuses it (the publish fails, nothing is committed, the campaign publishes again).
-        moto checks no upload checksum, so only the store's confirmation keeps a flipped
-        part out of a committed version (``versions_lost`` counts one that got in).
+        It runs on ``unchecked_endpoint``, a service that checks no upload checksum, so
+        only the store's confirmation keeps a flipped part out of a committed version
+        (``versions_lost`` counts one that got in); on a service that validates the part's
+        CRC32C (SeaweedFS), the service refuses the part and the store sends it again.
         """
+        with self.on_store(self.unchecked_endpoint):
+            self._multipart_faults()
+
+    def _multipart_faults(self) -> None:
         self.kind = "multipart_flip"
         url = self.new_store("multipart")
         state: dict[str, Any] = {"model": make_model(self.nprng, 12 * 2**20), "served": 0,
@@ -1324,7 +1368,7 @@ class Campaign:
             self.truncated_object(backend)
 
     def fast_worker(self, url: str, out: Path, wid: str, *extra: str) -> Child:
-        """A worker straight on moto (no trickling proxy), polling every 0.2 s."""
+        """A worker straight on the store (no trickling proxy), polling every 0.2 s."""
         argv = worker_command(url, self.endpoint, str(out), wid, 0.2, *extra)[3:]
         return fork_cli(argv, self.logs)
 
@@ -1556,7 +1600,7 @@ class Campaign:
 
     @contextlib.contextmanager
     def cloud(self, backend: str) -> Iterator[tuple[str, str] | None]:
-        """(store URL, endpoint) on moto, fake-gcs-server or Azurite; None, noted, when the
+        """(store URL, endpoint) on the S3 store, fake-gcs-server or Azurite; None, noted, when the
         emulator cannot start here."""
         if backend == "s3":
             yield self.new_store("truncated"), self.endpoint
@@ -1858,13 +1902,15 @@ PARTS = ("fault_cycles", "multipart_faults", "publisher_kills", "worker_kills", 
 
 
 def run_campaign(
-    endpoint: str, seed: int, plan: Plan, workdir: Path, parts: tuple[str, ...] = PARTS
-) -> dict[str, Any]:
+    endpoint: str, seed: int, plan: Plan, workdir: Path, parts: tuple[str, ...] = PARTS,
+    unchecked_endpoint: str | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Every part named in ``parts`` on ``endpoint`` (see :class:`Campaign`); the summary."""
     os.environ["AWS_ENDPOINT_URL"] = endpoint  # nothing a fuzzed flag names may leave this host
     cwd = os.getcwd()
     os.chdir(workdir)  # fuzzed relative paths land in the scratch directory
     try:
-        return _run(Campaign(endpoint, workdir, seed, plan), parts)
+        return _run(Campaign(endpoint, workdir, seed, plan, unchecked_endpoint), parts)
     finally:
         os.chdir(cwd)
 
@@ -1902,14 +1948,30 @@ def main() -> int:
     parser.add_argument("--cluster-ns-prefix", default=None, metavar="NAME",
                         help="part 9's cluster on namespaces NAME-... (root)")  # fmt: skip
     parser.add_argument("--oversize-mib", type=int, help="size of the oversized objects")
+    parser.add_argument(
+        "--store", choices=("seaweed", "moto"), default="seaweed",
+        help="the S3 server of every part (default: seaweed, a SeaweedFS `weed mini`); with "
+        "seaweed, multipart_faults still runs on moto: it needs a server that stores a "
+        "flipped part (moto validates no upload checksum; SeaweedFS refuses the part "
+        "itself), to show that the store's own upload confirmation keeps it out",
+    )  # fmt: skip
     args = parser.parse_args()
     plan = Plan.quick() if args.quick else Plan()
     plan = dataclasses.replace(plan, cluster_ns_prefix=args.cluster_ns_prefix)
     if args.oversize_mib is not None:
         plan = dataclasses.replace(plan, oversize_mib=args.oversize_mib)
     start = time.monotonic()
-    with local_moto() as endpoint, tempfile.TemporaryDirectory(prefix="wanrl-faults-") as tmp:
-        report = run_campaign(endpoint, args.seed, plan, Path(tmp), args.parts)
+    os.environ.update(CREDENTIALS)  # the local servers' keys, whatever the shell holds
+    os.environ.pop("AWS_PROFILE", None)
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(local_s3() if args.store == "seaweed" else local_moto())
+        unchecked = None
+        if args.store == "seaweed" and "multipart_faults" in args.parts:
+            unchecked = stack.enter_context(local_moto())
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="wanrl-faults-"))
+        report = run_campaign(endpoint, args.seed, plan, Path(tmp), args.parts, unchecked)
+    report["store"] = args.store
+    report["unchecked_store"] = "moto" if unchecked else None
     report["parts"] = list(args.parts)
     report["total_s"] = round(time.monotonic() - start, 1)
     if args.json:

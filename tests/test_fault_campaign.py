@@ -1,7 +1,6 @@
 """The fast part of the fault campaign (benchmarks/faults.py --quick): every counter is 0.
 
-Every injected fault kind (bits flipped inside parts by publishers with no prior
-ETag evidence too), publisher and worker kills, racing publishers, each
+Every injected fault kind, publisher and worker kills, racing publishers, each
 tampering (signed or not, as the seed picks), the relay over each tampering of
 its primary, signing publishers over bases their readers do not trust, another
 run's version planted under a running worker, full disks (a tmpfs; skipped, not
@@ -9,7 +8,9 @@ failed, where mounting is not permitted), fuzzed arguments, and the hostile
 cases (a LATEST expiring under a worker, oversized payload objects, an oversized
 LATEST and status object with peak memory measured, a junk manifest, a blocked
 host cache, hostile local files and planner input), all through the real command
-line against SeaweedFS (the session's ``weed mini``); and a
+line against SeaweedFS (the session's ``weed mini``); bits flipped inside parts by
+publishers with no prior ETag evidence, on moto (it stores a flipped part, where
+SeaweedFS refuses it: the store's own upload confirmation must keep it out); and a
 SeaweedFS cluster of its own whose volume server, then filer, crash while workers
 download (benchmarks/cluster_outage.py: every worker converges bit-exact, no version is
 lost or partly installed, and each worker's failures show in ``wanrl-s3 status``). The
@@ -21,6 +22,8 @@ from __future__ import annotations
 import importlib.util
 import sys
 from pathlib import Path
+
+import boto3
 
 from wanrl_s3.testing import make_bucket
 
@@ -38,10 +41,14 @@ def load_campaign():  # type: ignore[no-untyped-def]
     return module
 
 
-def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
+def test_quick_campaign_finds_nothing(s3_endpoint: str, moto_endpoint: str, tmp_path: Path) -> None:
     make_bucket(s3_endpoint)  # the server answers before the clock starts
     faults = load_campaign()
-    report = faults.run_campaign(s3_endpoint, 14, faults.Plan.quick(), tmp_path)
+    report = faults.run_campaign(
+        s3_endpoint, 14, faults.Plan.quick(), tmp_path, unchecked_endpoint=moto_endpoint
+    )
+    assert _has_prefix(moto_endpoint, "multipart/")  # the flipped parts went to moto
+    assert not _has_prefix(s3_endpoint, "multipart/")
     kinds = report["kinds"]
     for kind in ("slow_down", "internal_error", "reset_before", "reset_after", "truncate",
                  "trickle", "flip_request", "flip_response", "lost_manifest_create",
@@ -67,3 +74,12 @@ def test_quick_campaign_finds_nothing(s3_endpoint: str, tmp_path: Path) -> None:
     assert head[4 : 4 + len(faults.COUNTERS)] == list(faults.SHORT)
     counters = {name: report[name] for name in faults.COUNTERS}
     assert counters == dict.fromkeys(faults.COUNTERS, 0), "\n".join(report["findings"])
+
+
+def _has_prefix(endpoint: str, prefix: str) -> bool:
+    """Whether a bucket on ``endpoint`` holds an object under ``prefix``."""
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
+    return any(
+        s3.list_objects_v2(Bucket=b["Name"], Prefix=prefix, MaxKeys=1).get("KeyCount", 0)
+        for b in s3.list_buckets()["Buckets"]
+    )
