@@ -548,6 +548,38 @@ PLANNER_ROWS = {
 }
 #: Training step times at which the recommendation is compared (S = 3: window 2 T_train).
 T_TRAIN_S = (2.0, 4.0, 8.0, 16.0, 64.0)
+#: Two picks are a tie when their measured T_bcast differ by at most this share: routes
+#: closer than the run's own spread, which a ranking by cost (then time) may take either way.
+TIE_SHARE = 0.01
+
+
+def compare_picks(t_train_s: float, modelled: PlanInputs, measured: PlanInputs, prices) -> dict:
+    """The recommendation modelled and fed the measured T_bcast: "same", a "tie" (the two
+    picks' measured T_bcast within :data:`TIE_SHARE`), or different."""
+    plans = []
+    for given in (modelled, measured):
+        try:
+            plans.append(estimate(given, prices))
+        except InfeasiblePlanError:
+            plans.append(None)
+    picks = [p.recommended if p is not None else "none feasible" for p in plans]
+    rows = {} if plans[1] is None else {r.name: r for r in plans[1].by_topology if r.feasible}
+    times = [rows[p].t_bcast_s for p in picks if p in rows]
+    tie = len(times) == 2 and abs(times[0] - times[1]) <= TIE_SHARE * times[1]
+    return {
+        "t_train_s": t_train_s, "predicted": picks[0], "measured": picks[1],
+        "same": picks[0] == picks[1], "tie": picks[0] != picks[1] and tie,
+        "measured_rows": {p: {"t_bcast_s": rows[p].t_bcast_s,
+                              "usd_per_step": rows[p].total_usd_per_step}
+                          for p in dict.fromkeys(picks) if p in rows},
+    }  # fmt: skip
+
+
+def verdict(pick: dict) -> str:
+    """One comparison of :func:`compare_picks`, in words."""
+    if pick["same"]:
+        return "same"
+    return f"a tie (measured T_bcast within {TIE_SHARE:.0%})" if pick["tie"] else "DIFFERENT"
 
 
 def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], raw: int):
@@ -577,16 +609,8 @@ def recommendations(args, fleet: FleetLinks, install: Install, rows: list[Row], 
             store_answer_ms=install.request_s * 1e3,
             include_unshipped=True,  # the chain was measured: rank it with the buckets
         )  # fmt: skip
-        picks = []
-        for given in (inputs, replace(inputs, measured_t_bcast_s=measured)):
-            try:
-                picks.append(estimate(given, prices).recommended)
-            except InfeasiblePlanError:
-                picks.append("none feasible")
-        out.append(
-            {"t_train_s": t_train_s, "predicted": picks[0], "measured": picks[1],
-             "same": picks[0] == picks[1]}
-        )  # fmt: skip
+        out.append(compare_picks(t_train_s, inputs, replace(inputs, measured_t_bcast_s=measured),
+                                 prices))  # fmt: skip
     return out
 
 
@@ -742,7 +766,14 @@ def emit(args, fleet: FleetLinks, install: Install | None, rows: list[Row], pick
     for p in picks:
         print(
             f"T_train {p['t_train_s']:g} s: recommended {p['predicted']} (modelled), "
-            f"{p['measured']} (fed the measured T_bcast): " + ("same" if p["same"] else "DIFFERENT")
+            f"{p['measured']} (fed the measured T_bcast): "
+            + (
+                "same"
+                if p["same"]
+                else "a tie (measured T_bcast within 1%)"
+                if p["tie"]
+                else "DIFFERENT"
+            )
         )
     if outage is not None:
         print(f"outage phase ({args.store}, each component down {args.outage_s:g} s):")
