@@ -33,7 +33,9 @@ _READ_BACK_CHUNK_BYTES = 8 * MiB
 DAMAGED_BODY_RE = re.compile(r"(crc32c|md5).*(doesn't|does not|didn't|did not) match", re.I)
 
 
-def upload_checksum(data: bytes | memoryview, algorithm: str = CHECKSUM_ALGORITHM) -> str:
+def upload_checksum(
+    data: bytes | bytearray | memoryview, algorithm: str = CHECKSUM_ALGORITHM
+) -> str:
     """The base64, big-endian checksum of ``data`` as S3 (``x-amz-checksum-crc32c``,
     ``-crc32``) and GCS (``crc32c``) write it."""
     if algorithm == "CRC32C" and _crc32c is not None:
@@ -45,7 +47,7 @@ def upload_checksum(data: bytes | memoryview, algorithm: str = CHECKSUM_ALGORITH
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
-def md5_hex(data: bytes | memoryview) -> str:
+def md5_hex(data: bytes | bytearray | memoryview) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 

@@ -430,7 +430,7 @@ class S3Store(ObjectStore):
             )["UploadId"]
         )
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         what = f"PUT {key} part {part_number}"
         checksum = upload_checksum(data)
 
