@@ -167,6 +167,7 @@ def _check_echo(what: str, resp: Any, sent: str) -> bool:
 class S3Store(ObjectStore):
     protocol = "s3"
     supports_multipart = True
+    takes_part_buffers = True
     supports_server_side_copy = True
     supports_copy_from = True
     upload_check = (
