@@ -45,6 +45,7 @@ class PartSlots:
         # A semaphore given is shared with whoever made it (callers that bound parts with one).
         self._sem = count if isinstance(count, threading.Semaphore) else threading.Semaphore(count)
         self._free: list[bytearray] = []
+        self._size = 0  # the part size last asked for: only buffers of that size are kept
         self._lock = threading.Lock()
 
     def acquire(self) -> None:
@@ -54,17 +55,19 @@ class PartSlots:
         self._sem.release()
 
     def buffer(self, size: int) -> bytearray:
-        """A buffer of ``size`` bytes, one written before if there is one free."""
+        """A free buffer of ``size`` bytes written before, or an empty one to grow.
+
+        A new buffer is filled by appending, never zeroed first (``bytearray(size)``
+        would write every page twice)."""
         with self._lock:
-            for i, buf in enumerate(self._free):
-                if len(buf) == size:
-                    return self._free.pop(i)
-        return bytearray(size)
+            self._size = size
+            return self._free.pop() if self._free else bytearray()
 
     def give_back(self, buf: bytearray) -> None:
         """``buf`` is no longer read by anyone: the next part may fill it."""
         with self._lock:
-            self._free.append(buf)
+            if len(buf) == self._size:  # a short last part's buffer is not kept
+                self._free.append(buf)
 
 
 @dataclass
@@ -119,7 +122,10 @@ class ObjectWriter:
             if self._buf is None:
                 self._buf = self._slots.buffer(self.part_bytes)
             n = min(self.part_bytes - self._filled, len(view))
-            self._buf[self._filled : self._filled + n] = view[:n]
+            if len(self._buf) == self._filled:  # a new buffer: it grows as it fills
+                self._buf += view[:n]
+            else:
+                self._buf[self._filled : self._filled + n] = view[:n]
             self._filled += n
             view = view[n:]
             if self._filled == self.part_bytes and len(view):
@@ -136,7 +142,7 @@ class ObjectWriter:
         self._buf, self._filled = None, 0
         if buf is None:
             return b"", None
-        if lend and filled == len(buf):
+        if lend and filled == self.part_bytes:
             return buf, buf
         data = bytes(memoryview(buf)[:filled])
         self._slots.give_back(buf)
