@@ -135,3 +135,20 @@ def test_a_store_that_keeps_what_it_is_given_gets_bytes() -> None:
         w.write(os.urandom(2 * PART + 1))
         w.close()
     assert store.part_sizes == {1: PART, 2: PART, 3: 1}  # the assert in _mpu_put checked bytes
+
+
+def test_a_plain_semaphore_still_bounds_the_parts_and_is_given_back() -> None:
+    """Callers that bound their parts with a semaphore of their own keep working:
+    every slot taken for a part is released once it is sent."""
+    store = BufferBorrower()
+    slots = threading.Semaphore(2)
+    payload = os.urandom(3 * PART + 9)
+    with (
+        ThreadPoolExecutor(2) as pool,
+        store.open_writer("o.bin", pool, part_bytes=PART, slots=slots) as w,
+    ):
+        w.write(payload)
+        w.close()
+    assert store.get_bytes("o.bin") == payload
+    assert slots.acquire(blocking=False) and slots.acquire(blocking=False)
+    assert not slots.acquire(blocking=False)
