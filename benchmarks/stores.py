@@ -45,7 +45,7 @@ from urllib.parse import quote, urlsplit
 
 import boto3
 
-from wanrl_s3.store import ObjectStore, compare_and_swap, open_store
+from wanrl_s3.store import ObjectStore, PartSlots, compare_and_swap, open_store
 from wanrl_s3.testing import (
     azurite_connection_string_parts,
     local_azure,
@@ -85,8 +85,10 @@ def _refused(fn: Callable[[], Any]) -> bool:
 
 
 def ours(store: ObjectStore, pool: ThreadPoolExecutor, name: str) -> Candidate:
+    slots = PartSlots(IN_FLIGHT + 2)  # shared by every object, as a publish's writers share it
+
     def put(key: str, data: bytes) -> None:
-        with store.open_writer(key, pool, part_bytes=PART_BYTES) as w:
+        with store.open_writer(key, pool, part_bytes=PART_BYTES, slots=slots) as w:
             w.write(data)
             w.close()
 

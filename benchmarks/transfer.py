@@ -1,6 +1,7 @@
 """Publish and pull throughput against SeaweedFS, next to s5cmd moving the same bytes.
 
     .venv/bin/python benchmarks/transfer.py [--gib 1] [--repeat 3] [--server seaweedfs|moto]
+                                            [--pin]
 
 Everything talks to one S3 server on 127.0.0.1 (SeaweedFS, a real S3 server; moto
 with ``--server moto``, the server of the older figures). wanrl-s3 publishes a
@@ -13,6 +14,10 @@ turns, ``--repeat`` rounds; the table gives each one's median MB/s with the
 lowest and highest round, and the ratio to the faster s5cmd layout in the same
 round (median, lowest-highest): on a loaded machine the absolute figures swing,
 the ratios within a round much less.
+
+``--pin`` keeps the server on the last CPU and this process (its threads, and
+s5cmd, which inherits it) on the first: whether a gap is the two sides
+contending for the same cores or the client's own work.
 """
 
 from __future__ import annotations
@@ -142,6 +147,21 @@ def server_cpu_s() -> float:
     return total
 
 
+def pin_apart() -> None:
+    """The server's threads on the last CPU, this process's on the first (Linux)."""
+    server_cpu, client_cpu = {max(os.sched_getaffinity(0))}, {min(os.sched_getaffinity(0))}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) != os.getpid():
+                continue
+            for task in (stat.parent / "task").iterdir():
+                os.sched_setaffinity(int(task.name), server_cpu)
+        except (OSError, ValueError):  # gone meanwhile
+            continue
+    for task in Path("/proc/self/task").iterdir():
+        os.sched_setaffinity(int(task.name), client_cpu)
+
+
 def timed(fn: Callable[[], None]) -> tuple[float, float, float]:
     """(wall seconds, client CPU seconds, server CPU seconds) of ``fn``."""
     cpu, server = cpu_s(), server_cpu_s()
@@ -160,6 +180,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--server", choices=["seaweedfs", "moto"], default="seaweedfs")
+    ap.add_argument("--pin", action="store_true", help="server and client on separate CPUs")
     args = ap.parse_args()
     s5cmd = shutil.which("s5cmd") or str(Path(sys.executable).parent / "s5cmd")
     work = Path(tempfile.mkdtemp(prefix="wanrl-bench-"))
@@ -174,6 +195,8 @@ def main() -> None:
         split(src, work / "pieces", OBJECT_BYTES)
         tensors = dict(SafetensorsFile(src).items())
         with local_moto() if args.server == "moto" else local_s3() as endpoint:
+            if args.pin:
+                pin_apart()
             bucket = make_bucket(endpoint, "bench")
             store = open_store(f"s3://{bucket}/wanrl", endpoint_url=endpoint)
             cfg = PublishConfig(delta="never", concurrency=args.concurrency)
@@ -227,7 +250,7 @@ def main() -> None:
     print(
         f"snapshot: {nbytes / 2**30:.2f} GiB of random bf16, {args.server} on 127.0.0.1, "
         f"{args.repeat} rounds; load average {load[0]:.1f} -> {load[-1]:.1f} "
-        f"on {os.cpu_count()} cores"
+        f"on {os.cpu_count()} cores" + (", server and client pinned apart" if args.pin else "")
     )
     gb = nbytes / 1e9
     print("| | publish MB/s, median (min-max) | pull MB/s | CPU s/GB, publish: client, server "

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from wanrl_s3.io.pages import discard, map_file, release, scratch
+from wanrl_s3.io.pages import discard, file_span, map_file, release, scratch
 from wanrl_s3.io.safetensors_file import SafetensorsFile, write_file
 
 MiB = 2**20
@@ -74,3 +74,31 @@ def test_a_private_map_keeps_what_was_written_through_it(tmp_path: Path) -> None
     release(flat)
     assert int(flat[:4096].min()) == 9 and flat[5000] == 5000 % 256
     assert path.read_bytes()[:3] == bytes([0, 1, 2])  # the file never changed
+
+
+def test_a_writable_file_map_says_where_its_bytes_are_in_the_file(tmp_path: Path) -> None:
+    """What lets a download write through the file instead of the map (store/sink.py)."""
+    import os
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(3 * MiB))
+    arr = map_file(path, mode="r+")
+    view = memoryview(arr[MiB + 5 : 2 * MiB])
+    span = file_span(view)
+    assert span is not None and span[1] == MiB + 5
+    os.pwrite(span[0], b"written through the file", span[1])
+    assert bytes(view[:24]) == b"written through the file"  # the map shows the same pages
+    assert path.read_bytes()[MiB + 5 : MiB + 29] == b"written through the file"
+
+
+def test_only_a_writable_shared_file_map_has_a_file_span(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(MiB))
+    for other in (
+        map_file(path, mode="r"),  # read-only: writing to it would be a bug
+        map_file(path, mode="c"),  # copy-on-write: writing must not change the file
+        scratch((MiB,), np.uint8),
+        np.zeros(MiB, np.uint8),
+    ):
+        assert file_span(memoryview(other)) is None
+    assert file_span(memoryview(bytearray(10))) is None

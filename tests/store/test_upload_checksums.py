@@ -65,6 +65,21 @@ def test_checksums_are_the_standard_ones(algorithm: str, check_value: int) -> No
     assert upload_checksum(b"123456789", algorithm) == expected
 
 
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C"])
+def test_a_part_buffer_has_the_checksum_of_its_bytes(algorithm: str) -> None:
+    """Parts are sent from the writer's buffers (bytearray); google-crc32c takes only
+    bytes, so a buffer is summed in pieces: the same value, whatever the length."""
+    from wanrl_s3.store.s3 import upload_checksum
+
+    if algorithm == "CRC32C":
+        pytest.importorskip("google_crc32c")
+    rng = np.random.default_rng(3)
+    for size in (0, 1, 64 * 1024, 64 * 1024 + 1, 3 * MiB + 12345):
+        data = rng.integers(0, 256, size, np.uint8).tobytes()
+        assert upload_checksum(bytearray(data), algorithm) == upload_checksum(data, algorithm)
+        assert upload_checksum(memoryview(data), algorithm) == upload_checksum(data, algorithm)
+
+
 SINGLE_PUT = (MiB // 4, r"\.bin$")  # one PUT of the payload object
 SECOND_PART = (11 * MiB, r"\.bin\?.*partNumber=2")  # a part of a multipart upload
 MANIFEST = (MiB // 4, r"manifest\.json")  # the commit point itself (If-None-Match)

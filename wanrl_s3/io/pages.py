@@ -16,12 +16,21 @@ made here can give pages back, tensor by tensor:
   (``MADV_PAGEOUT``): pages still as in the file are reclaimed, pages written
   through the map are kept (without swap they cannot go anywhere), so nothing
   written is ever lost. Kernels before 5.4 refuse the advice: nothing happens.
+
+A writable shared file map also says where its bytes live in the file
+(:func:`file_span`), so that bytes from a socket go into the file with
+``pwrite`` rather than through the map: the first write to a page of a map
+makes the kernel read or zero the whole page before the bytes land, a second
+pass over every byte; ``pwrite`` of whole pages skips it. A 1 GiB socket read
+into a map cost 0.7-2.4 s of system time here, into a 1 MiB buffer then
+``pwrite`` 0.33-0.41 s (docs/results/store-speed-2026-12-05b.md).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -38,6 +47,7 @@ class _Map(mmap.mmap):
 
     kind: str
     address: int
+    fd: int = -1  # a writable shared file map: its own descriptor of the file (file_span)
 
 
 def map_file(path: str | os.PathLike[str], *, mode: str) -> np.ndarray:
@@ -50,10 +60,27 @@ def map_file(path: str | os.PathLike[str], *, mode: str) -> np.ndarray:
             if size == 0:
                 return np.empty(0, np.uint8)
             mm = _Map(f.fileno(), size, access=access)
+            if mode == "r+":
+                mm.fd = os.dup(f.fileno())
+                weakref.finalize(mm, os.close, mm.fd)  # closed with the map's last array
     except OSError as exc:
         raise LocalIOError.wrap(f"cannot map {path}", exc) from exc
     mm.kind = "private" if mode == "c" else "shared"
     return _array(mm)
+
+
+def file_span(view: memoryview) -> tuple[int, int] | None:
+    """(file descriptor, offset in the file) of the bytes ``view`` covers, where ``view``
+    lies in a writable shared file map (:func:`map_file` ``r+``); None for any other
+    memory. Writing there with ``os.pwrite`` changes the same pages the map shows."""
+    obj: Any = view.obj
+    mm = _root(obj) if isinstance(obj, np.ndarray) else obj if isinstance(obj, _Map) else None
+    if mm is None or mm.fd < 0 or mm.closed or view.nbytes == 0 or not view.contiguous:
+        return None
+    start = np.frombuffer(view.cast("B"), np.uint8).ctypes.data - mm.address
+    if start < 0 or start + view.nbytes > len(mm):
+        return None
+    return mm.fd, start
 
 
 def scratch(shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -20,13 +20,12 @@ manifest is valid everywhere.
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..format.layout import payload_key
 from ..format.manifest import ObjectRef, Segment
-from ..store import ObjectStore, ObjectWriter
+from ..store import ObjectStore, ObjectWriter, PartSlots
 
 
 class PayloadWriter:
@@ -47,7 +46,7 @@ class PayloadWriter:
         self._prefix = prefix_of
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="wanrl-put")
         self._closer = ThreadPoolExecutor(2 * len(self.stores), thread_name_prefix="wanrl-complete")
-        self._slots = threading.Semaphore(concurrency + 2)
+        self._slots = PartSlots(concurrency + 2)  # parts in memory, and their buffers
         # The object being filled, and every object so far: one writer per store each.
         self._writer: tuple[ObjectWriter, ...] | None = None
         self._writers: list[tuple[ObjectWriter, ...]] = []

@@ -73,7 +73,7 @@ from ..fetch.stored import check_sizes, check_stored
 from ..format import latest, layout
 from ..format.manifest import Manifest
 from ..format.manifests import Manifests, read_stored
-from ..store import MIN_PART_BYTES, ObjectStore
+from ..store import MIN_PART_BYTES, ObjectStore, PartSlots
 from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
 from .refusals import RefusedCopies
@@ -139,7 +139,7 @@ class Relay:
         self._objects = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay")
         self._parts = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay-part")
         self._checks = ThreadPoolExecutor(n, thread_name_prefix="wanrl-relay-check")
-        self._slots = threading.Semaphore(n + 2)  # streamed parts held in memory, all copies
+        self._slots = PartSlots(n + 2)  # streamed parts held in memory, all copies
         self._etag: str | None = None
         self._target: int | None = None  # the primary's LATEST version
         self._pointer: latest.Latest | None = None  # and the pointer itself, signed or not

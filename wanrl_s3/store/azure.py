@@ -86,6 +86,7 @@ class AzureBlobStore(MarkedUploads):
     protocol = "az"
     supports_server_side_copy = True
     supports_copy_from = True
+    takes_part_buffers = True
 
     def __init__(
         self,
@@ -294,12 +295,18 @@ class AzureBlobStore(MarkedUploads):
         self._call(f"DELETE {key}", self._blob(key).delete_blob)
 
     # Multipart: blocks staged on the blob itself, committed as one list.
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
+        """Put Block with the Content-MD5 of its body, which the service checks.
+
+        The MD5 is ours, not the SDK's ``validate_content``, which takes only
+        ``bytes``: a writer lends its part buffers (a ``bytearray``).
+        """
         block = _block_id(upload_id, part_number)
+        md5 = hashlib.md5(data, usedforsecurity=False).digest()
         self._call(
             f"PUT {key} part {part_number}",
             lambda: self._blob(key).stage_block(
-                block, data, length=len(data), validate_content=True
+                block, data, length=len(data), transactional_content_md5=md5
             ),
         )
         return block

@@ -27,17 +27,23 @@ except ImportError:  # pragma: no cover - exercised where the package is absent
 #: The checksum algorithm sent with every upload.
 CHECKSUM_ALGORITHM = "CRC32" if _crc32c is None else "CRC32C"
 _READ_BACK_CHUNK_BYTES = 8 * MiB
+# google-crc32c takes only bytes: a part buffer (bytearray) is fed in pieces this small,
+# which malloc serves from memory it reuses; a 16 MiB bytes copy gets fresh pages, a page
+# fault and a zeroing per 4 KiB (a third of a publish's client CPU in a perf profile).
+_CRC_PIECE_BYTES = 64 * 1024
 #: How services word a 400 for a body that did not match its checksum (nothing was
 #: stored; a resend is the repair): GCS "Provided CRC32C ... doesn't match", Azure
 #: "The MD5 value specified in the request did not match", Azurite "contentMD5 doesn't match".
 DAMAGED_BODY_RE = re.compile(r"(crc32c|md5).*(doesn't|does not|didn't|did not) match", re.I)
 
 
-def upload_checksum(data: bytes | memoryview, algorithm: str = CHECKSUM_ALGORITHM) -> str:
+def upload_checksum(
+    data: bytes | bytearray | memoryview, algorithm: str = CHECKSUM_ALGORITHM
+) -> str:
     """The base64, big-endian checksum of ``data`` as S3 (``x-amz-checksum-crc32c``,
     ``-crc32``) and GCS (``crc32c``) write it."""
     if algorithm == "CRC32C" and _crc32c is not None:
-        value = int(_crc32c.value(bytes(data)))
+        value = _crc32c_of(data)
     elif algorithm == "CRC32":
         value = zlib.crc32(data)
     else:
@@ -45,7 +51,16 @@ def upload_checksum(data: bytes | memoryview, algorithm: str = CHECKSUM_ALGORITH
     return base64.b64encode(value.to_bytes(4, "big")).decode()
 
 
-def md5_hex(data: bytes | memoryview) -> str:
+def _crc32c_of(data: bytes | bytearray | memoryview) -> int:
+    if isinstance(data, bytes):
+        return int(_crc32c.value(data))
+    view, crc = memoryview(data).cast("B"), 0
+    for lo in range(0, len(view), _CRC_PIECE_BYTES):
+        crc = _crc32c.extend(crc, bytes(view[lo : lo + _CRC_PIECE_BYTES]))
+    return int(crc)
+
+
+def md5_hex(data: bytes | bytearray | memoryview) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
 
 

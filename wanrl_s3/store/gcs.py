@@ -304,8 +304,8 @@ class GcsStore(MarkedUploads):
     def _part_key(self, upload_id: str, number: int) -> str:
         return f"{UPLOADS_PREFIX}{upload_id}/{number:05d}"
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        return self._put(self._part_key(upload_id, part_number), data)
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
+        return self._put(self._part_key(upload_id, part_number), bytes(data))
 
     def _mpu_complete(self, key: str, upload_id: str, parts: list[tuple[int, str]]) -> str:
         return self._join(key, upload_id, parts, None)

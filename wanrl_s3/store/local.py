@@ -36,6 +36,7 @@ def _etag_of(st: os.stat_result) -> str:
 class LocalStore(ObjectStore):
     protocol = "file"
     supports_multipart = True
+    takes_part_buffers = True
     supports_server_side_copy = True
 
     def __init__(self, root: str | os.PathLike[str], *, retry: RetryPolicy | None = None) -> None:
@@ -86,7 +87,7 @@ class LocalStore(ObjectStore):
         except FileNotFoundError:
             raise NotFoundError(f"{self.url}/{key} does not exist") from None
 
-    def _write_tmp(self, directory: Path, data: bytes | memoryview) -> Path:
+    def _write_tmp(self, directory: Path, data: bytes | bytearray | memoryview) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=directory)
         try:
@@ -173,7 +174,7 @@ class LocalStore(ObjectStore):
         (directory / "key").write_text(key)
         return upload_id
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         directory = self._checked_upload(key, upload_id)
         part = self._write_tmp(directory, data)
         os.replace(part, directory / f"{part_number:05d}.part")

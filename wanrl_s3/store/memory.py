@@ -36,6 +36,7 @@ class MemoryStore(ObjectStore):
 
     protocol = "memory"
     supports_multipart = True
+    takes_part_buffers = True
 
     def __init__(self, name: str = "default", *, retry: RetryPolicy | None = None) -> None:
         super().__init__(retry)
@@ -107,7 +108,7 @@ class MemoryStore(ObjectStore):
             self._uploads[upload_id] = (key, time.time(), {})
         return upload_id
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         with _LOCK:
             self._upload(key, upload_id)[2][part_number] = bytes(data)
         return _etag(bytes(data))

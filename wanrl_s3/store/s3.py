@@ -167,6 +167,7 @@ def _check_echo(what: str, resp: Any, sent: str) -> bool:
 class S3Store(ObjectStore):
     protocol = "s3"
     supports_multipart = True
+    takes_part_buffers = True
     supports_server_side_copy = True
     supports_copy_from = True
     upload_check = (
@@ -430,7 +431,7 @@ class S3Store(ObjectStore):
             )["UploadId"]
         )
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         what = f"PUT {key} part {part_number}"
         checksum = upload_checksum(data)
 

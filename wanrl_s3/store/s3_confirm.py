@@ -74,7 +74,7 @@ class UploadConfirmations:
 
     # -- parts -------------------------------------------------------------------------
     def part(
-        self, what: str, upload_id: str, number: int, data: bytes, checksum: str,
+        self, what: str, upload_id: str, number: int, data: bytes | bytearray, checksum: str,
         etag: str, send_again: Callable[[], str], *, echoed: bool = False,
     ) -> str:  # fmt: skip
         """Record a part just uploaded (``etag``); the ETag the completion must list.

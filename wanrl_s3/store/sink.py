@@ -9,18 +9,24 @@ memory, no chunk objects. The SDKs' own downloaders cost three to five copies
 and an object per chunk; on a loaded machine that CPU is what held a pull back
 (profiles in docs/results/stores.md). The count of bytes
 that arrived survives a broken stream, so the read resumes after the last byte
-instead of starting over.
+instead of starting over. A buffer that is a file's writable map (a pull's
+output file) is filled through the file instead (``pwrite`` from a small buffer
+of this thread's, used again): writing through the map has the kernel zero
+every page before the bytes land (see :func:`wanrl_s3.io.pages.file_span`).
 """
 
 from __future__ import annotations
 
 import http.client
+import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
 import urllib3.exceptions
 
-from ..errors import StoreError
+from ..errors import LocalIOError, StoreError
+from ..io.pages import file_span
 from ..units import MiB
 
 #: What a body read from a socket raises when the connection breaks or stalls.
@@ -30,6 +36,7 @@ SOCKET_ERRORS: tuple[type[BaseException], ...] = (
     urllib3.exceptions.HTTPError,
 )
 _CHUNK_BYTES = MiB  # per readinto: a broken connection loses at most this much
+_bounce = threading.local()  # per thread: the buffer a file's chunks pass through
 
 
 class StreamBroke(Exception):
@@ -53,13 +60,19 @@ def read_socket_into(raw: Any, buf: memoryview) -> int | None:
     fp: Any = getattr(raw, "_fp", None)
     if not (hasattr(fp, "readinto") and hasattr(fp, "isclosed") and hasattr(raw, "release_conn")):
         return None
+    span = file_span(buf)
     done = 0
     try:
         while done < len(buf):
-            n = fp.readinto(buf[done : done + _CHUNK_BYTES])
+            if span is None:
+                n = fp.readinto(buf[done : done + _CHUNK_BYTES])
+            else:
+                n = _into_file(raw, fp, span[0], span[1] + done, min(_CHUNK_BYTES, len(buf) - done))
             if not n:
                 break
             done += n
+    except LocalIOError:
+        raise  # the output file's, not the connection's (an OSError too)
     except SOCKET_ERRORS as exc:
         _drop(raw)
         raise StreamBroke(done) from exc
@@ -68,6 +81,32 @@ def read_socket_into(raw: Any, buf: memoryview) -> int | None:
     else:
         _drop(raw)  # bytes past the buffer: never reuse that connection
     return done
+
+
+def _into_file(raw: Any, fp: Any, fd: int, offset: int, size: int) -> int:
+    """Up to ``size`` bytes of the body, gathered whole, written at ``offset`` of ``fd``.
+
+    Gathered before writing so the writes are whole pages (a partial page is
+    read or zeroed first). The bytes written, 0 at the body's end. A failed
+    write is the local disk's (LocalIOError), not the connection's.
+    """
+    chunk: bytearray | None = getattr(_bounce, "buf", None)
+    if chunk is None:
+        chunk = _bounce.buf = bytearray(_CHUNK_BYTES)
+    view = memoryview(chunk)[:size]
+    got = 0
+    while got < size and (n := fp.readinto(view[got:])):
+        got += n
+    written = 0
+    try:
+        while written < got:
+            written += os.pwrite(fd, view[written:got], offset + written)
+    except OSError as exc:
+        _drop(raw)
+        raise LocalIOError.wrap(
+            "cannot write the downloaded bytes to the output file", exc
+        ) from exc
+    return got
 
 
 def ranged_response(

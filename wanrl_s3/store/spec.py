@@ -54,7 +54,7 @@ from ..errors import (
     VerificationError,
 )
 from .retry import RetryPolicy
-from .writer import MIN_PART_BYTES, ObjectWriter
+from .writer import MIN_PART_BYTES, ObjectWriter, PartSlots
 
 _WRITE_REPAIRS = 3  # writes damaged in transit, in a row, repaired inside one _put
 _KEY_RE = re.compile(r"^[A-Za-z0-9._\-]+(/[A-Za-z0-9._\-]+)*$")
@@ -127,6 +127,11 @@ class ObjectStore(abc.ABC):
     supports_server_side_copy: ClassVar[bool] = False
     #: ``_copy_from`` copies from another store of the same service inside it.
     supports_copy_from: ClassVar[bool] = False
+    #: ``_mpu_put`` takes a ``bytearray`` and keeps no reference to it once it returns:
+    #: a writer then lends it the part's buffer and fills that buffer again with a
+    #: later part (see :class:`~wanrl_s3.store.writer.PartSlots`). False: parts are
+    #: sent as ``bytes`` of their own.
+    takes_part_buffers: ClassVar[bool] = False
     #: The most keys one ``_delete`` call is given: S3's DeleteObjects takes 1,000; a
     #: backend whose service takes fewer in one request lowers it.
     max_delete_keys: ClassVar[int] = 1000
@@ -223,8 +228,11 @@ class ObjectStore(abc.ABC):
         """Start a multipart upload of ``key``; its upload id (``supports_multipart``)."""
         raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
-        """Upload part ``part_number`` (from 1); its ETag, for the completion."""
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
+        """Upload part ``part_number`` (from 1); its ETag, for the completion.
+
+        ``data`` is ``bytes``, or a ``bytearray`` the writer fills again once this
+        returns where ``takes_part_buffers``."""
         raise NotImplementedError(f"{type(self).__name__} has no multipart uploads")
 
     def _mpu_complete(self, key: str, upload_id: str, parts: builtins.list[tuple[int, str]]) -> str:
@@ -494,7 +502,7 @@ class ObjectStore(abc.ABC):
         size: int,
         executor: Executor,
         part_bytes: int,
-        slots: threading.Semaphore | None = None,
+        slots: PartSlots | threading.Semaphore | None = None,
     ) -> bool:
         """Copy ``size`` bytes of another store's object here; True if it went server-side.
 
@@ -548,13 +556,14 @@ class ObjectStore(abc.ABC):
         *,
         part_bytes: int,
         max_in_flight: int = 8,
-        slots: threading.Semaphore | None = None,
+        slots: PartSlots | threading.Semaphore | None = None,
     ) -> ObjectWriter:
         """A streaming writer: parts upload in parallel on ``executor``.
 
         So an object of any size is written without holding it whole (where
         ``supports_multipart``). ``slots`` bounds the parts held in memory; pass
-        one semaphore to several writers to bound them together.
+        one :class:`PartSlots` to several writers to bound them together and
+        let them share part buffers (a plain semaphore bounds them only).
         """
         check_key(key)
         return ObjectWriter(

@@ -83,7 +83,7 @@ class MarkedUploads(ObjectStore):
         """Drop what an upload staged (its marker is the caller's)."""
 
     @abc.abstractmethod
-    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes) -> str:
+    def _mpu_put(self, key: str, upload_id: str, part_number: int, data: bytes | bytearray) -> str:
         """Stage one part of the upload; what the completion needs to name it."""
 
     @abc.abstractmethod
