@@ -49,9 +49,11 @@ class PartSlots:
         self._lock = threading.Lock()
 
     def acquire(self) -> None:
+        """Take one slot of the budget, waiting while ``count`` parts are held."""
         self._sem.acquire()
 
     def release(self) -> None:
+        """Give a slot back (its part was sent, or failed for good)."""
         self._sem.release()
 
     def buffer(self, size: int) -> bytearray:
