@@ -112,8 +112,8 @@ def test_a_buffer_is_not_filled_again_while_its_part_is_being_sent() -> None:
 
 def test_writers_sharing_slots_use_the_same_buffers_again() -> None:
     """The point of PartSlots: the second object's parts fill buffers the first one's
-    parts were sent from (already written once: no page faults), and both objects
-    come back whole."""
+    parts were sent from (already written once: no page faults), no more buffers are
+    made than there are slots, and both objects come back whole."""
     store = BufferBorrower()
     slots = PartSlots(4)
     first, second = os.urandom(3 * PART), os.urandom(3 * PART)
@@ -124,7 +124,10 @@ def test_writers_sharing_slots_use_the_same_buffers_again() -> None:
                 w.close()
     assert store.get_bytes("a.bin") == first
     assert store.get_bytes("b.bin") == second
-    assert set(store.buffers[3:]) <= set(store.buffers[:3])
+    # the second object's first part always fills a buffer the first object gave back (its
+    # later parts may too, or find them still in flight: timing); never more than the slots
+    assert set(store.buffers[3:]) & set(store.buffers[:3])
+    assert len(set(store.buffers)) <= 4
 
 
 def test_a_store_that_keeps_what_it_is_given_gets_bytes() -> None:
