@@ -8,13 +8,12 @@ object it knew about. Everything runs on 127.0.0.1 (no namespaces).
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import botocore.exceptions as bx
 import pytest
 
+from tests.fetch.test_stream import wait_until
 from tests.testing.test_seaweed import _bindable
 from wanrl_s3 import NotFoundError, open_store
 from wanrl_s3.errors import UsageError
@@ -35,7 +34,7 @@ def test_a_volume_server_and_the_filer_crash_and_come_back_with_every_object() -
 
         victim = sorted(holders)[0]
         cluster.kill(victim)
-        assert _eventually(lambda: victim not in cluster.volume_servers())  # the master's
+        assert wait_until(lambda: victim not in cluster.volume_servers(), 30.0)  # the master's
         # stream from it breaks at once, but a busy master may take a moment to drop it
         assert store.get_bytes("v/1.bin") == data  # read from the other copy
         store.put_bytes("v/2.bin", b"written while a server is down")
@@ -76,13 +75,3 @@ def test_a_cluster_that_cannot_be_is_refused_before_anything_starts(
 ) -> None:
     with pytest.raises(UsageError, match=message), local_seaweed_cluster(**kwargs):
         pass
-
-
-def _eventually(holds: Callable[[], bool], timeout_s: float = 30.0) -> bool:
-    """Whether ``holds()`` turns true within ``timeout_s``, polled every 0.1 s."""
-    deadline = time.monotonic() + timeout_s
-    while not holds():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
