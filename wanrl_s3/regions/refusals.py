@@ -34,6 +34,10 @@ class RefusedCopies:
     def __init__(self) -> None:
         self._held: dict[tuple[str, int], _Refused] = {}
 
+    def holds(self, region: str, version: int) -> bool:
+        """Whether a copy of ``version`` to ``region`` was refused and not copied since."""
+        return (region, version) in self._held
+
     def check(self, region: str, version: int, etags: tuple[str, ...]) -> None:
         """Raise VerificationError, without copying, while a refused copy of the same primary
         payload waits; return (try the copy) once the wait is over or the primary changed."""

@@ -317,12 +317,13 @@ class Relay:
             )
 
     def _copy_version(self, name: str, replica: ObjectStore, m: Manifest) -> RelayedVersion:
-        etags = self._source_etags(m)
-        self._refused_copies.check(name, m.version, etags)
+        refusals = self._refused_copies  # the primary's ETags are asked only after a refusal
+        if refusals.holds(name, m.version):
+            refusals.check(name, m.version, self._source_etags(m))
         try:
             done = self._copy_checked(name, replica, m)
         except VerificationError as exc:
-            self._refused_copies.refused(name, m.version, etags, exc)
+            refusals.refused(name, m.version, self._source_etags(m), exc)
             raise
         self._refused_copies.copied(name, m.version)
         return done
