@@ -17,7 +17,7 @@ from wanrl_s3.cli import main
 from wanrl_s3.fetch.files import load_snapshot
 from wanrl_s3.publish.publisher import PublishConfig, Publisher
 from wanrl_s3.store import open_store
-from wanrl_s3.testing import worker_command
+from wanrl_s3.testing import Fault, FaultProxy, Rule, worker_command
 from wanrl_s3.testing.synthetic import nudge_state
 
 MiB = 2**20
@@ -112,17 +112,21 @@ def test_worker_killed_mid_download_restarts_and_finishes(
     pub = Publisher(store, PublishConfig(delta="never"))
     pub.publish(model(1, mib=0.5), 1)
     out = tmp_path / "w"
-    w = start_worker(s3_url, s3_endpoint, out, "w1", "--concurrency", "2")
-    wait_for(lambda: version_in(out) == 1)
-    big = model(2, mib=96)
-    pub.publish(big, 2)
-    line = ""
-    while "downloading v2" not in line:
-        line = w.stderr.readline()
-        assert line, "worker exited"
-    time.sleep(0.1)
-    w.send_signal(signal.SIGKILL)
-    w.wait()
+    # v2's payload reaches the first worker at a trickle, so it is surely mid-download when
+    # killed (straight from SeaweedFS, 96 MiB can land in the time it takes to send a signal)
+    slow_v2 = Rule(Fault.TRICKLE, method="GET", key=r"/v/0*2/(?!manifest)")
+    with FaultProxy(s3_endpoint, rules=[slow_v2], trickle_max_s=120.0) as proxy:
+        w = start_worker(s3_url, proxy.url, out, "w1", "--concurrency", "2")
+        wait_for(lambda: version_in(out) == 1)
+        big = model(2, mib=96)
+        pub.publish(big, 2)
+        line = ""
+        while "downloading v2" not in line:
+            line = w.stderr.readline()
+            assert line, "worker exited"
+        wait_for(lambda: proxy.counts[Fault.TRICKLE] > 0)
+        w.send_signal(signal.SIGKILL)
+        w.wait()
     assert version_in(out) == 1  # the installed file is still whole and still v1
     w = start_worker(s3_url, s3_endpoint, out, "w1")
     try:
