@@ -5,7 +5,7 @@ bad NIC or a broken middlebox does), then, by ``mode``:
 
 - ``forward``: sends the damaged body on to a server that validates upload
   checksums (SeaweedFS here, as AWS S3, R2 and MinIO do), which refuses it
-  (``400 BadDigest``); the gate counts those refusals;
+  (``400 BadDigest``); the gate counts the refusals of the bodies it damaged;
 - ``echo``: forwards it and returns the checksum of the body it received, like
   a service that computes its own checksum and does not compare. That needs an
   upstream that stores a body whose checksum header is wrong: moto (5.2.5 here,
@@ -79,7 +79,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(501, {}, b"chunked uploads are not handled by this proxy")
             return
         body = bytearray(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-        gate.damage(self.command, self.path, body)
+        damaged = gate.damage(self.command, self.path, body)
         sent = {
             alg: self.headers[f"x-amz-checksum-{alg}"]
             for alg in ("crc32c", "crc32")
@@ -89,7 +89,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             with gate.lock:
                 gate.unchecked.append(self.path)
         status, headers, data = self._forward(bytes(body))
-        if status == 400 and b"BadDigest" in data:
+        if damaged and status == 400 and b"BadDigest" in data:  # not the client's own probe
             with gate.lock:
                 gate.refused += 1
         if gate.mode == "echo" and status == 200:

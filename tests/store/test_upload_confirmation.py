@@ -20,6 +20,7 @@ import pytest
 from wanrl_s3 import PublishConfig, Publisher, Subscriber
 from wanrl_s3.errors import StoreError
 from wanrl_s3.store import MIN_PART_BYTES, ObjectStore, open_store, s3_confirm
+from wanrl_s3.store.checksums import CHECKSUM_ALGORITHM
 from wanrl_s3.testing import Fault, FaultProxy, Rule, make_bucket
 
 MiB = 2**20
@@ -115,3 +116,58 @@ def test_a_fresh_store_learns_from_its_first_part_that_etags_are_not_md5s(
     assert proxy.repeats == 1  # one part sent again, once
     assert 0 <= proxy.response_bytes - len(data) < 64 * 1024  # and the object read back
     assert direct.get_bytes("a.bin") == data
+
+
+def _echo_what_was_sent(store: ObjectStore) -> None:
+    """Make ``store``'s service answer each upload with the checksum it was sent, unchecked:
+    a service that stores the header and returns it (no server here does: moto returns
+    none, SeaweedFS refuses a mismatch), emulated in the client's answer parsing."""
+
+    def remember(params: dict, context: dict, **_: object) -> None:
+        checksum = params["headers"].get("x-amz-checksum-crc32c") or params["headers"].get(
+            "x-amz-checksum-crc32"
+        )
+        if checksum:
+            context["sent_checksum"] = checksum
+
+    def echo(parsed: dict, context: dict, **_: object) -> None:
+        if "sent_checksum" in context:
+            parsed[f"Checksum{CHECKSUM_ALGORITHM}"] = context["sent_checksum"]
+
+    events = store._client.meta.events  # type: ignore[attr-defined]
+    for op in ("PutObject", "UploadPart"):
+        events.register(f"before-call.s3.{op}", remember)
+        events.register(f"after-call.s3.{op}", echo)
+
+
+@pytest.mark.parametrize("how", ["plain", "multipart"])
+def test_an_echoed_checksum_confirms_nothing_from_a_service_that_does_not_check(
+    moto_endpoint: str, how: str
+) -> None:
+    """The echo is trusted only from a service seen to refuse a wrong checksum: here the
+    probe's wrong checksum is stored, so the flipped body is caught by its MD5 ETag."""
+    url = f"s3://{make_bucket(moto_endpoint)}/run"
+    with FaultProxy(moto_endpoint, seed=4, rules=[_flip_first(r"\.bin$")]) as proxy:
+        store = open_store(url, endpoint_url=proxy.url)
+        _echo_what_was_sent(store)
+        data = os.urandom(MIN_PART_BYTES + MiB)
+        if how == "plain":
+            store.put_bytes("a.bin", data)
+        else:
+            _write(store, "a.bin", data)
+        assert proxy.counts[Fault.FLIP_REQUEST] == 1
+    direct = open_store(url, endpoint_url=moto_endpoint)
+    assert direct.get_bytes("a.bin") == data
+    assert store._confirm.checks_checksums is False  # type: ignore[attr-defined]
+    assert [o.key for o in direct.list()] == ["a.bin"]  # the probe's object removed
+
+
+def test_an_echoed_checksum_confirms_an_upload_where_the_service_checks(
+    s3_url: str, s3_endpoint: str
+) -> None:
+    """SeaweedFS refuses the probe's wrong checksum, so its echoes confirm: no MD5 needed."""
+    store = open_store(s3_url, endpoint_url=s3_endpoint)
+    store.put_bytes("a.bin", b"x" * 1000)
+    assert store._confirm.checks_checksums is True  # type: ignore[attr-defined]
+    assert store._confirm.etag_is_md5 is None  # type: ignore[attr-defined]  (no MD5 compared)
+    assert [o.key for o in store.list()] == ["a.bin"]

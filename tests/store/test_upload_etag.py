@@ -7,6 +7,7 @@ again), so the publish commits what was sent and readers install it.
 
 from __future__ import annotations
 
+import botocore.exceptions as bx
 import numpy as np
 import pytest
 
@@ -61,25 +62,42 @@ def test_a_flipped_move_of_latest_never_leaves_a_pointer_readers_refuse(
 
 
 class _PartClient:
-    """A boto3 stand-in for one UploadPart answer: an ETag that is no MD5 of the body."""
+    """A boto3 stand-in for one UploadPart answer: an ETag that is no MD5 of the body.
 
-    def __init__(self, echo: bool) -> None:
-        self.echo = echo
+    ``checks``: whether the service refuses a body whose checksum does not match (the
+    store's probe, a PutObject with a wrong one, is answered BadDigest)."""
+
+    def __init__(self, echo: bool, checks: bool) -> None:
+        self.echo, self.checks = echo, checks
 
     def upload_part(self, **kwargs: object) -> dict[str, object]:
         resp: dict[str, object] = {"ETag": '"not-the-md5"'}
-        if self.echo:  # the service's own checksum of what it stored, as S3 and SeaweedFS send
+        if self.echo:  # the checksum it was sent, as S3 and SeaweedFS return theirs
             resp[f"Checksum{CHECKSUM_ALGORITHM}"] = kwargs[f"Checksum{CHECKSUM_ALGORITHM}"]
         return resp
 
+    def put_object(self, **kwargs: object) -> dict[str, object]:
+        if self.checks:
+            error = {"Error": {"Code": "BadDigest", "Message": "no match"}}
+            raise bx.ClientError(error, "PutObject")  # type: ignore[arg-type]
+        return {"ETag": '"stored"'}
 
-@pytest.mark.parametrize("echo", [True, False])
-def test_a_part_whose_checksum_the_service_returned_needs_no_md5(echo: bool) -> None:
+    def delete_objects(self, **kwargs: object) -> dict[str, object]:
+        return {}
+
+
+@pytest.mark.parametrize(
+    "echo, checks, confirmed", [(True, True, True), (True, False, False), (False, True, False)]
+)
+def test_a_part_whose_checksum_the_service_returned_needs_no_md5(
+    echo: bool, checks: bool, confirmed: bool
+) -> None:
     """The MD5 (14x the CPU of CRC32C) is the check of last resort, for services that
-    return no checksum of what they stored; one that does has proved the bytes."""
-    store = S3Store("bucket", client=_PartClient(echo))
+    return no checksum of what they stored; one that does, and is seen to check what it
+    is sent, has proved the bytes. One that returns what it was sent unchecked has not."""
+    store = S3Store("bucket", client=_PartClient(echo, checks))
     store._confirm.etag_is_md5 = True  # type: ignore[attr-defined]  # as learnt from an earlier upload on a service like moto
-    if echo:
+    if confirmed:
         assert store._mpu_put("k", "upload", 1, b"x" * 100) == '"not-the-md5"'
     else:
         with pytest.raises(TransientStoreError, match="other bytes"):

@@ -13,7 +13,8 @@ every part carries an S3 checksum of its body (CRC32C where ``google-crc32c``
 is installed, hardware-accelerated; CRC32 otherwise), computed here once; the
 service refuses a body that does not match it (400 BadDigest, retried like
 any transit fault), and a checksum that the service echoes back must equal
-ours. A service that checks nothing (moto, Ceph RGW 16) is caught by
+ours (it confirms the upload only from a service seen to refuse a wrong
+one). A service that checks nothing (moto, Ceph RGW 16) is caught by
 :mod:`wanrl_s3.store.s3_confirm`: no upload, plain or multipart, is reported
 as written before an MD5 ETag or a read-back shows the bytes sent were
 stored. Measured cost in docs/results/transfer.md.
@@ -24,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import http.client
+import logging
 import os
 import re
+import uuid
 from collections.abc import Iterator
 from typing import Any, Self
 from urllib.parse import urlsplit
@@ -43,7 +46,7 @@ from ..errors import (
     TransientStoreError,
     UsageError,
 )
-from ..format.layout import cache_control
+from ..format.layout import cache_control, scratch_dir
 from ..units import MiB
 from .checksums import CHECKSUM_ALGORITHM, range_md5, upload_checksum
 from .retry import THROTTLE_STATUSES, RetryPolicy
@@ -95,6 +98,7 @@ _CHUNK_BYTES = MiB  # per chunk where botocore's stream is copied
 # keys the service does not know, or a signature made with another secret
 _CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
 # a body that does not match the checksum sent with it
+log = logging.getLogger(__name__)
 _DIGEST_CODES = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 
 
@@ -365,7 +369,7 @@ class S3Store(ObjectStore):
                 **{f"Checksum{CHECKSUM_ALGORITHM}": checksum}, **kwargs,
             )  # fmt: skip
             etag = str(resp["ETag"])
-            if _check_echo(f"PUT {key}", resp, checksum):
+            if _check_echo(f"PUT {key}", resp, checksum) and self._echo_confirms():
                 return etag, True  # the service's own checksum of what it stored is ours
             return etag, self._confirm.put_confirmed(
                 data, etag, lambda: self._read_back(key, len(data))
@@ -445,7 +449,7 @@ class S3Store(ObjectStore):
                 Body=data,
                 **{f"Checksum{CHECKSUM_ALGORITHM}": checksum},
             )
-            return str(resp["ETag"]), _check_echo(what, resp, checksum)
+            return str(resp["ETag"]), _check_echo(what, resp, checksum) and self._echo_confirms()
 
         etag, echoed = send()
         return self._confirm.part(
@@ -491,6 +495,27 @@ class S3Store(ObjectStore):
         finally:
             self._confirm.forget(upload_id)
         return str(resp["ETag"])
+
+    def _echo_confirms(self) -> bool:
+        """Whether this service's echoed checksums prove what it stored (probed once)."""
+        return self._confirm.echo_confirms(self._probe_checksum_check)
+
+    def _probe_checksum_check(self) -> bool | None:
+        """Whether the service refuses a small body sent with a wrong checksum (None: a
+        transient failure hid the answer). A body it stored is removed again."""
+        key = f"{scratch_dir(uuid.uuid4().hex)}/checksum"
+        try:
+            if self._put_with_wrong_checksum(key, b"wanrl-s3: is the checksum checked?"):
+                return True
+        except TransientStoreError:
+            return None
+        except StoreError as exc:  # e.g. no write access there: echoes confirm nothing
+            log.info("%s: the checksum probe failed (%s); uploads are confirmed by MD5 "
+                     "ETags or read-backs", self.url, exc)  # fmt: skip
+            return False
+        with contextlib.suppress(StoreError):
+            self.delete([key])
+        return False
 
     def _put_with_wrong_checksum(self, key: str, data: bytes) -> bool:
         """The body with the checksum of other bytes; a service that checks answers BadDigest."""

@@ -8,7 +8,10 @@ evidence that the service holds the bytes sent, cheapest first:
 
 0. **The service's own checksum of what it stored**, returned with the answer
    and equal to the one sent (``s3._check_echo``; a different one is
-   damage): no MD5 is computed at all.
+   damage): no MD5 is computed at all. Only from a service seen to refuse a
+   body whose checksum does not match (probed once per store, with a small
+   object under ``checks/scratch/``): one that stores the checksum it is sent
+   and returns it unchecked would otherwise confirm every damaged body.
 1. **The ETag is the MD5 of the bytes sent.** No MD5 is ever sent, so an ETag
    equal to ours was computed by the service from what it received: plain and
    part uploads on AWS S3 (SSE-S3 or none), MinIO, Ceph, SeaweedFS and moto
@@ -55,9 +58,24 @@ class UploadConfirmations:
     def __init__(self) -> None:
         #: Whether the service's ETags are MD5s of what it stored; None until an answer says.
         self.etag_is_md5: bool | None = None
+        #: Whether the service refuses a body whose checksum does not match; None: not probed.
+        self.checks_checksums: bool | None = None
+        self._probing = threading.Lock()
         self._parts: dict[tuple[str, int], _Part] = {}
         self._lock = threading.Lock()
         self._learning = threading.Lock()  # one part at a time finds out what ETags are
+
+    def echo_confirms(self, probe: Callable[[], bool | None]) -> bool:
+        """Whether a checksum the service returns, equal to the one sent, proves what it
+        stored: only where it checks what it is sent. ``probe`` (run once, by one
+        thread) says whether the service refused a body with a wrong checksum; None
+        (it could not tell: a transient failure) proves nothing and is asked again
+        at the next upload."""
+        if self.checks_checksums is None:
+            with self._probing:
+                if self.checks_checksums is None:
+                    self.checks_checksums = probe()
+        return bool(self.checks_checksums)
 
     # -- plain uploads ---------------------------------------------------------------
     def put_confirmed(self, data: bytes, etag: str, read_back: Callable[[], bytes]) -> bool:
