@@ -8,6 +8,7 @@ relay.
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Iterator
@@ -198,10 +199,11 @@ def test_a_damaged_primary_version_is_refused_and_relayed_once_repaired(
 
 
 def test_a_primary_left_damaged_is_not_copied_again_every_pass(
-    regions: RegionsConfig, monkeypatch: pytest.MonkeyPatch
+    regions: RegionsConfig, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An unrepaired primary: the refused copy is tried again after 1, 2, 4 ... passes (a
-    copy damaged in transit still heals), not every pass; a repair is taken at once."""
+    copy damaged in transit still heals), not every pass; a repair is taken at once. Each
+    refusal and the first pass of each wait are logged, not every pass of the wait."""
     primary = regions.store("use1")
     pub = Publisher(primary, SMALL)
     pub.publish(model(1), 1)
@@ -220,13 +222,20 @@ def test_a_primary_left_damaged_is_not_copied_again_every_pass(
             return real(*args, **kwargs)  # type: ignore[arg-type]
 
         monkeypatch.setattr(euw1, "copy_from", counting)
-        tried = []
+        tried, logged = [], []
         for _ in range(7):
             before = len(copied)
-            with pytest.raises(VerificationError):
+            caplog.clear()
+            with (
+                caplog.at_level(logging.DEBUG, logger="wanrl_s3.regions.relay"),
+                pytest.raises(VerificationError),
+            ):
                 relay.sync_once()
             tried.append(len(copied) > before)
+            errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            logged.append(sum(r.getMessage().startswith("euw1:") for r in errors))
         assert tried == [True, False, True, False, False, True, False]  # waits 1, 2, 4 passes
+        assert logged == [1, 1, 1, 1, 0, 1, 1]  # the second pass of the two-pass wait: quiet
         assert "not copied again" in relay.refused["euw1"]
         primary.put_bytes(key, good)  # repaired: a new ETag, tried at once
         assert ("euw1", 2) in {(d.region, d.version) for d in relay.sync_once()}

@@ -20,6 +20,15 @@ from ..errors import VerificationError
 MAX_WAIT_PASSES = 720
 
 
+class StillRefused(VerificationError):
+    """A refused copy of an unchanged primary, not tried this pass. ``first``: the first
+    pass of its wait (the relay logs that one; the rest of the wait says nothing new)."""
+
+    def __init__(self, message: str, *, first: bool) -> None:
+        super().__init__(message)
+        self.first = first
+
+
 @dataclass
 class _Refused:
     etags: tuple[str, ...]
@@ -39,17 +48,19 @@ class RefusedCopies:
         return (region, version) in self._held
 
     def check(self, region: str, version: int, etags: tuple[str, ...]) -> None:
-        """Raise VerificationError, without copying, while a refused copy of the same primary
-        payload waits; return (try the copy) once the wait is over or the primary changed."""
+        """Raise StillRefused (a VerificationError), without copying, while a refused copy of
+        the same primary payload waits; return (try the copy) once the wait is over or the
+        primary changed."""
         held = self._held.get((region, version))
         if held is None or held.etags != etags or held.waited >= held.wait_passes:
             return
         held.waited += 1
         left = held.wait_passes - held.waited
-        raise VerificationError(
+        raise StillRefused(
             f"v{version}: not copied again: the primary's payload is unchanged since its copy "
             f"was refused ({held.error}); trying again in {left + 1} passes, or at once when "
-            "the primary is repaired"
+            "the primary is repaired",
+            first=held.waited == 1,
         ) from held.error
 
     def refused(

@@ -76,7 +76,7 @@ from ..format.manifests import Manifests, read_stored
 from ..store import MIN_PART_BYTES, ObjectStore, PartSlots
 from ..units import MiB, require_int, require_positive
 from .config import RegionsConfig
-from .refusals import RefusedCopies
+from .refusals import RefusedCopies, StillRefused
 from .relay_observer import IGNORE, PRIMARY, RelayObserver
 
 if TYPE_CHECKING:
@@ -226,7 +226,11 @@ class Relay:
             try:
                 done += self._sync_replica(name, replica, self._pointer)
             except WanrlError as exc:
-                log.error("%s: refused to relay v%d: %s", name, self._target, exc)
+                quiet = isinstance(exc, StillRefused) and not exc.first  # said at its first pass
+                log.log(
+                    logging.DEBUG if quiet else logging.ERROR,
+                    "%s: refused to relay v%d: %s", name, self._target, exc,
+                )  # fmt: skip
                 self.refused[name] = f"v{self._target}: {exc}"
                 self.observer.failed(name, exc)
                 failures.append(exc)
