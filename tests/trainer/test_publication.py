@@ -325,6 +325,36 @@ def test_two_ranks_each_copy_their_share_and_commit_one_version() -> None:
     assert all(t.close() for t in trainers)
 
 
+def test_restarted_ranks_continue_from_the_store_each_with_its_own_share() -> None:
+    """A new launch of two ranks: each adopts its host copy's share of the newest version,
+    so the launch's first version is a delta from both ranks."""
+    store = memory()
+    weights = model(big=100_000)
+
+    def launch(run_id: str) -> list[TrainerPublisher]:
+        return [
+            TrainerPublisher(
+                ShardedPublisher(store, rank=r, ranks=2, run_id=run_id, poll_s=0.05), dtype="bf16"
+            )
+            for r in (0, 1)
+        ]
+
+    first = launch("two")
+    assert all(f.result(60).published for f in [t.submit(gen(weights), 0) for t in first])
+    assert all(t.close() for t in first)
+    step(weights, 1)
+    again = launch("two-b")
+    done = [f.result(60) for f in [t.submit(gen(weights), 1) for t in again]]
+    committed = done[0].result
+    assert committed is not None and committed.kind == "delta" and done[1].published
+    shares = [set(t._buffers.buffers) for t in again]  # type: ignore[union-attr]
+    with Subscriber(store) as sub:
+        deltas = {t.name for t in sub.manifest(1).tensors if t.encoding == "xor-delta"}
+    assert all(share & deltas for share in shares)
+    assert pulled(store, 1) == expected(weights)
+    assert all(t.close() for t in again)
+
+
 def test_a_publications_seconds_are_on_the_injected_clock() -> None:
     clock = FakeClock()
     gated = Gated(memory(), clock=clock)

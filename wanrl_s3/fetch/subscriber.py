@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -339,6 +339,15 @@ class Subscriber:
             )
             plan = plan_fetch(plan.target, safe_lookup(self.manifest), None)
             return self._materialize(plan, None, alloc or _alloc, progress, cancel)
+
+    def fetch_named(self, version: int, names: Iterable[str]) -> dict[str, np.ndarray]:
+        """The tensors of ``version`` named in ``names``, verified, in new host arrays; a
+        name the version does not hold is left out (a trainer rank's share of it)."""
+        plan = self.plan(version)
+        wanted = set(names)
+        outs = {e.name: _alloc(e) for e in plan.target.tensors if e.name in wanted}
+        self.fetch_tensors(plan, outs)
+        return outs
 
     def fetch_tensor(self, plan: FetchPlan, name: str, out: np.ndarray) -> None:
         """Tensor ``name`` of ``plan``'s target into ``out``, verified."""

@@ -6,6 +6,7 @@
 <prefix>/v/<version:012d>/<publish id>/<n:06d>.bin payload, written before the manifest
 <prefix>/v/p<k>/<version:012d>/<publish id>/<n:06d>.bin  payload dealt over K prefixes
 <prefix>/v/<version:012d>/shares/<run id>/<rank:06d>.json  a rank's share (ShardedPublisher)
+<prefix>/v/<version:012d>/shares/<run id>/base.json  a launch's first delta base (the same)
 <prefix>/workers/<worker id>.json                 each worker's status
 <prefix>/checks/conditional-writes.json           the store's conditional writes, checked once
 <prefix>/checks/scratch/<check id>/...            a store check's probes, removed by the check

@@ -26,8 +26,11 @@ manifests, LATEST and the claim rule are the manifest owner's
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..errors import ManifestError, SignatureError, UsageError, VerificationError
 from ..fetch.subscriber import Snapshot, Subscriber
@@ -39,8 +42,13 @@ from ..store import ObjectStore
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from ..format.signing import Verifier
     from .publisher import Publisher
+    from .shard import ShardedPublisher
+
+    Adopter: TypeAlias = Publisher | ShardedPublisher
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +62,11 @@ class AdoptionPoint:
     manifest_hash: str  # the newest manifest's digest, which the next delta pins
     origin_run_id: str  # the run the store's versions belong to
     adopted: bool = False  # whether adopt_newest took the version as the publisher's delta base
+
+    @property
+    def base_key(self) -> tuple[int, str]:
+        """(version, manifest digest): what names this version as a delta base exactly."""
+        return self.version, self.manifest_hash
 
     @property
     def next_version(self) -> int:
@@ -105,18 +118,8 @@ def adopt_newest(
             if base is not None:
                 raise UsageError(f"the store {publisher.store.url} has no versions yet to adopt")
             return None
-        trust = verifier or (None if publisher.signer is None else publisher.signer.verifier())
-        untrusted = _untrusted(sub.manifests.chain(point.version), trust)
-        if untrusted is not None:
-            publisher.origin_run_id = run_of(publisher.store, trust)
-            log.warning(
-                "v%d is not a base the readers trust (%s): the next publication is a "
-                "keyframe, so that no reader that requires signatures needs a base it refuses",
-                point.version,
-                untrusted,
-            )
+        if not trusted(sub, point, publisher, verifier):
             return point
-        publisher.origin_run_id = point.origin_run_id
         if publishing is not None:
             require_newer(publishing, point.version, publisher.store.url)
         if base is not None and base.version != point.version:
@@ -126,20 +129,61 @@ def adopt_newest(
             )
         if base is not None:
             sub.verify_local(base)
-            snapshot = base
+            tensors: Mapping[str, np.ndarray] | None = base.tensors
         else:
-            try:
-                snapshot = sub.fetch(point.version)
-            except VerificationError as exc:  # damaged in the store: no base to diff against
-                log.warning("v%d does not verify (%s): the next publication is a keyframe",
-                            point.version, exc)  # fmt: skip
-                return point
+            tensors = base_tensors(sub, point)
+    return point if tensors is None else take(publisher, point, tensors, borrow=base is not None)
+
+
+def trusted(
+    sub: Subscriber, point: AdoptionPoint, publisher: Adopter, verifier: Verifier | None
+) -> bool:
+    """Whether the readers trust ``point`` as a base (the keys: ``verifier``, else the
+    publisher's own); sets the publisher's run to the one it continues either way."""
+    trust = verifier or (None if publisher.signer is None else publisher.signer.verifier())
+    untrusted = _untrusted(sub.manifests.chain(point.version), trust)
+    if untrusted is not None:
+        publisher.origin_run_id = run_of(publisher.store, trust)
+        log.warning(
+            "v%d is not a base the readers trust (%s): the next publication is a "
+            "keyframe, so that no reader that requires signatures needs a base it refuses",
+            point.version,
+            untrusted,
+        )
+        return False
+    publisher.origin_run_id = point.origin_run_id
+    return True
+
+
+def base_tensors(
+    sub: Subscriber, point: AdoptionPoint, names: Collection[str] | None = None
+) -> dict[str, np.ndarray] | None:
+    """``point``'s tensors (those of ``names`` it holds, else all), verified; None when they
+    do not verify (damaged in the store: no base to diff against)."""
+    try:
+        if names is None:
+            return dict(sub.fetch(point.version).tensors)
+        return sub.fetch_named(point.version, names)
+    except VerificationError as exc:
+        log.warning("v%d does not verify (%s): the next publication is a keyframe",
+                    point.version, exc)  # fmt: skip
+        return None
+
+
+def take(
+    publisher: Adopter,
+    point: AdoptionPoint,
+    tensors: Mapping[str, np.ndarray],
+    *,
+    borrow: bool = False,
+) -> AdoptionPoint:
+    """Hand ``tensors`` (verified, of ``point``) to ``publisher`` as its delta base."""
     publisher.adopt_base(
         point.version,
-        snapshot.tensors,
+        tensors,
         keyframe_version=point.keyframe_version,
         since_keyframe=min(point.since_keyframe, publisher.config.keyframe_every),
-        borrow=base is not None,
+        borrow=borrow,
         manifest_hash=point.manifest_hash,
     )
     return replace(point, adopted=True)

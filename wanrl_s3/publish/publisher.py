@@ -195,7 +195,56 @@ class Draft:
         )
 
 
-class Publisher:
+class Continuing:
+    """What both publishers do to continue a run: the run they belong to, the base they
+    adopt. Their steps are a :class:`VersionWriter` (``_writer``)."""
+
+    _writer: VersionWriter
+
+    @property
+    def origin_run_id(self) -> str | None:
+        """The run this publisher's versions belong to (None: learnt at the next publication).
+
+        Every manifest and LATEST names it, and readers follow one run: the store's
+        run, else this publisher's own ``run_id``. :func:`~wanrl_s3.publish.adopt.adopt_newest`
+        sets it to the run of the version it continues from.
+        """
+        return self._writer.origin_run_id
+
+    @origin_run_id.setter
+    def origin_run_id(self, run: str | None) -> None:
+        self._writer.origin_run_id = run
+
+    def adopt_base(
+        self,
+        version: int,
+        tensors: Mapping[str, np.ndarray],
+        *,
+        keyframe_version: int,
+        since_keyframe: int,
+        borrow: bool = False,
+        manifest_hash: str | None = None,
+    ) -> None:
+        """Start from an already published version (the caller has verified ``tensors``:
+        the whole version, or a rank's share of it).
+
+        A restarted trainer, or a one-shot CLI publish, uses this to send a delta
+        instead of a keyframe. With ``borrow`` the arrays are read but never
+        written (a memory-mapped file); the publisher then forgets them after
+        one publish. ``manifest_hash``: the adopted version's manifest digest, which
+        the next delta's manifest pins (see :attr:`Manifest.digest`).
+        """
+        self._writer.adopt(
+            version,
+            tensors,
+            keyframe_version=keyframe_version,
+            since_keyframe=since_keyframe,
+            borrow=borrow,
+            manifest_hash=manifest_hash,
+        )
+
+
+class Publisher(Continuing):
     """Publishes versions of one run to one store, or to several (fanout).
 
     Not thread-safe: one publish at a time. A :class:`~wanrl_s3.VersionPublisher`
@@ -226,20 +275,6 @@ class Publisher:
         self.signer = signer
 
     @property
-    def origin_run_id(self) -> str | None:
-        """The run this publisher's versions belong to (None: learnt at the next publication).
-
-        Every manifest and LATEST names it, and readers follow one run: the store's
-        run, else this publisher's own ``run_id``. :func:`~wanrl_s3.publish.adopt.adopt_newest`
-        sets it to the run of the version it continues from.
-        """
-        return self._writer.origin_run_id
-
-    @origin_run_id.setter
-    def origin_run_id(self, run: str | None) -> None:
-        self._writer.origin_run_id = run
-
-    @property
     def rank(self) -> int:
         """0: one process publishes every version whole."""
         return 0
@@ -252,36 +287,6 @@ class Publisher:
     def share_selector(self) -> ShareSelector | None:
         """None: this publisher publishes every tensor it is given."""
         return None
-
-    def adopt_base(
-        self,
-        version: int,
-        tensors: Mapping[str, np.ndarray],
-        *,
-        keyframe_version: int,
-        since_keyframe: int,
-        borrow: bool = False,
-        manifest_hash: str | None = None,
-    ) -> None:
-        """Start from an already published version (the caller has verified ``tensors``).
-
-        A restarted trainer, or a one-shot CLI publish, uses this to send a delta
-        instead of a keyframe. With ``borrow`` the arrays are read but never
-        written (a memory-mapped file); the publisher then forgets them after
-        one publish. ``manifest_hash``: the adopted version's manifest digest, which
-        the next delta's manifest pins (see :attr:`Manifest.digest`).
-        """
-        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
-        self._writer.hold(
-            DeltaBase(
-                layout.check_version(version),
-                keyframe_version,
-                since_keyframe,
-                bits,
-                borrowed=borrow,
-                manifest_hash=manifest_hash,
-            )
-        )
 
     def publish(
         self,
@@ -359,6 +364,29 @@ class VersionWriter:
     def hold(self, base: DeltaBase) -> None:
         """Hold ``base`` (verified, or just committed) to encode the next delta against."""
         self._base = base
+
+    def adopt(
+        self,
+        version: int,
+        tensors: Mapping[str, np.ndarray],
+        *,
+        keyframe_version: int,
+        since_keyframe: int,
+        borrow: bool,
+        manifest_hash: str | None,
+    ) -> None:
+        """Hold a published version's verified ``tensors`` as the base (copied unless
+        ``borrow``: read-only arrays, used for one publish)."""
+        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
+        base = DeltaBase(
+            layout.check_version(version),
+            keyframe_version,
+            since_keyframe,
+            bits,
+            borrowed=borrow,
+            manifest_hash=manifest_hash,
+        )
+        self.hold(base)
 
     # -- the steps ------------------------------------------------------------------
     def begin(self, version: int) -> tuple[DeltaBase | None, dict[str, np.ndarray] | None]:

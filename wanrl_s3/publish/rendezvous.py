@@ -32,10 +32,13 @@ from ..format.manifests import Manifests, read_bounded
 from ..store import Clock, ObjectStore
 from .share_record import (
     ABORT_NAME,
+    BASE_NAME,
     MAX_ABORT_BYTES,
     ShareRecord,
     abort_json,
+    base_json,
     parse_abort,
+    parse_base,
     rank_of,
 )
 
@@ -142,6 +145,32 @@ class Rendezvous:
                 )
             self.clock.sleep(self.poll_s)
 
+    def post_base(self, base: tuple[int, str] | None) -> None:
+        """The committing rank's choice of delta base, (version, manifest digest) or None."""
+        data = base_json(*(base or (None, None)))
+        self.store.put_bytes(self.prefix + BASE_NAME, data)
+
+    def await_base(self) -> tuple[int, str] | None:
+        """The committing rank's choice of delta base (:meth:`post_base`), once posted.
+
+        Raises StoreError on an abort, or when none is posted within ``timeout_s``;
+        ManifestError when the record is malformed.
+        """
+        deadline_s = self.clock.monotonic() + self.timeout_s
+        while True:
+            data = read_bounded(self.store, self.prefix + BASE_NAME, "base record", MAX_ABORT_BYTES)
+            if data is not None:
+                return parse_base(data)
+            why = self.aborted()
+            if why is not None:
+                raise self._aborted(why)
+            if self.clock.monotonic() >= deadline_s:
+                raise StoreError(
+                    f"the committing rank chose no delta base for v{self.version} within "
+                    f"{self.timeout_s:g} s (died, or slower than timeout_s)"
+                )
+            self.clock.sleep(self.poll_s)
+
     def aborted(self) -> str | None:
         """Why the version was given up (``rank N: reason``), or None if nobody gave up."""
         return self._read_abort(self.prefix + ABORT_NAME)
@@ -159,6 +188,7 @@ class Rendezvous:
     def clear(self, ranks: Sequence[int]) -> None:
         """Remove the records of a committed version (best effort: gc collects leftovers)."""
         keys = [layout.share_key(self.version, self.run_id, r) for r in ranks]
+        keys.append(self.prefix + BASE_NAME)
         with contextlib.suppress(StoreError):
             self.store.delete(keys)
 

@@ -55,10 +55,11 @@ Design choices, and why:
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import (
     StoreError,
@@ -67,6 +68,7 @@ from ..errors import (
     VersionConflictError,
     WanrlError,
 )
+from ..fetch.subscriber import Subscriber
 from ..format import layout
 from ..format.listing import Listings
 from ..format.manifest import RUN_ID_RE, Manifest
@@ -74,11 +76,17 @@ from ..format.manifests import Manifests
 from ..io.tensors import StateDict, iter_items
 from ..store import SYSTEM_CLOCK, Clock, ObjectStore
 from ..units import require_positive
+from .adopt import AdoptionPoint, adoption_point, base_tensors, take, trusted
 from .assign import ShareSelector, check_rank
 from .merge import merge
-from .publisher import DeltaBase, Draft, PublishConfig, PublishResult, VersionWriter
+from .publisher import Continuing, DeltaBase, Draft, PublishConfig, PublishResult, VersionWriter
 from .rendezvous import Rendezvous
 from .share_record import ASSIGN_MODES, ShareRecord
+
+if TYPE_CHECKING:
+    from ..format.signing import Verifier
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,7 @@ class _Ranks:
         require_positive("poll_s", self.poll_s)
 
 
-class ShardedPublisher:
+class ShardedPublisher(Continuing):
     """One rank's part in publishing versions from R ranks (see the module docstring).
 
     Construct one on every rank with the same ``store``, ``config``, ``ranks``,
@@ -214,10 +222,7 @@ class ShardedPublisher:
         UsageError if the shares do not fit together (nothing visible).
         """
         start = time.monotonic()
-        meet = Rendezvous(
-            self._writer.store, layout.check_version(version), self.run_id, self._spec.ranks,
-            self._spec.timeout_s, self._spec.poll_s, self.clock,
-        )  # fmt: skip
+        meet = self._meet(version)
         try:
             base, held = self._writer.begin(version)
         except BaseException as exc:  # e.g. LATEST unreadable here only: stop the others now
@@ -233,6 +238,60 @@ class ShardedPublisher:
         if not self.is_committer:
             return None
         return PublishResult.of(manifest, time.monotonic() - start, moved)
+
+    def adopt_newest(
+        self, version: int, names: Collection[str] | None, *, verifier: Verifier | None = None
+    ) -> AdoptionPoint | None:
+        """Continue from the store's newest version, so the launch's first version is a delta.
+
+        Call on every rank before the launch's first :meth:`publish` (of ``version``);
+        the trainer core (:class:`~wanrl_s3.TrainerPublisher`) does. The committing rank
+        judges whether the readers trust the newest version (``verifier``, else its
+        signer's key) and posts its choice; the others wait for it (``timeout_s`` at
+        most) and follow it, so that every rank encodes against that base or none does.
+        Each rank then fetches, verified, only the tensors of ``names`` (its share;
+        None: it takes no base but still takes part). Returns where the store stood
+        (``adopted``: whether this rank took a base), None when it is empty. Raises
+        StoreError when the committing rank gave up or posted no choice in time.
+        """
+        meet = self._meet(version)
+        with Subscriber(self.store) as sub:
+            point = adoption_point(sub)
+            if self.is_committer:
+                chosen = point is not None and trusted(sub, point, self, verifier)
+                try:
+                    meet.post_base(point.base_key if chosen and point is not None else None)
+                except StoreError as exc:
+                    meet.abort(self.rank, f"it could not post the delta base: {exc}")
+                    raise
+            else:
+                chosen = point is not None and self._follow(meet.await_base(), point)
+            if not chosen or point is None or names is None:
+                return point
+            tensors = base_tensors(sub, point, names)
+        return point if tensors is None else take(self, point, tensors)
+
+    def _follow(self, posted: tuple[int, str] | None, point: AdoptionPoint) -> bool:
+        """Whether the committing rank's choice is the newest version this rank sees."""
+        if posted is None:
+            return False
+        if posted != point.base_key:
+            log.warning(
+                "rank %d: the committing rank chose v%d as the delta base but this rank sees "
+                "v%d as the newest: its share of the first version is sent whole",
+                self.rank, posted[0], point.version,
+            )  # fmt: skip
+            return False
+        self.origin_run_id = point.origin_run_id
+        return True
+
+    def _meet(self, version: int) -> Rendezvous:
+        """Where the ranks meet for ``version``."""
+        spec = self._spec
+        return Rendezvous(
+            self._writer.store, layout.check_version(version), self.run_id, spec.ranks,
+            spec.timeout_s, spec.poll_s, self.clock,
+        )  # fmt: skip
 
     # -- every rank -------------------------------------------------------------
     def _share(

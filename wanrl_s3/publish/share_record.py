@@ -17,6 +17,11 @@ that sees no tensor) has no partial manifest.
 A rank that fails, or a committer that gives up, posts ``abort.json`` next to
 the records (the first one wins): every other rank stops waiting at once and
 reports why, instead of waiting out its timeout.
+
+At a launch's first version, the committing rank also posts ``base.json``: the
+store's newest version that every rank may adopt as its delta base (one the
+readers trust), or none. The other ranks follow it, so that all of them encode
+against the same base or none does (:meth:`~wanrl_s3.ShardedPublisher.adopt_newest`).
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ ASSIGN_MODES = ("balanced", "own")
 MAX_RANKS = 1 << 20
 ABORT_NAME = "abort.json"
 MAX_ABORT_BYTES = 64 * 1024
+BASE_FORMAT = "wanrl-s3/share-base"
+BASE_NAME = "base.json"
 MAX_REASON_CHARS = 4000
 _PUBLISH_ID_RE = re.compile(r"^[0-9a-f]{1,64}$")
 _RECORD_NAME_RE = re.compile(r"^(\d{6,7})\.json$")
@@ -155,6 +162,25 @@ def rank_of(name: str) -> int | None:
     """The rank a record's file name (``000003.json``) stands for, or None."""
     m = _RECORD_NAME_RE.match(name)
     return int(m.group(1)) if m else None
+
+
+def base_json(version: int | None, manifest_hash: str | None) -> bytes:
+    """The committing rank's choice of delta base for a launch's first version (None: none)."""
+    return json.dumps(
+        {"format": BASE_FORMAT, "base_version": version, "manifest_hash": manifest_hash}
+    ).encode()
+
+
+def parse_base(data: bytes) -> tuple[int, str] | None:
+    """(version, manifest digest) from a base record, or None (no base); else ManifestError."""
+    raw = load_bounded_json(data, "base record", MAX_ABORT_BYTES)
+    f = Fields(raw, "base record", ("format", "base_version", "manifest_hash"))
+    if f.get("format") != BASE_FORMAT:
+        raise f.fail("format", f"must be {BASE_FORMAT!r}")
+    version = f.opt_int("base_version", 0, layout.MAX_VERSION)
+    if version is None:
+        return None
+    return version, f.get_str("manifest_hash", _DIGEST_RE)
 
 
 def abort_json(rank: int, reason: str) -> bytes:

@@ -226,7 +226,7 @@ class TrainerPublisher:
                 self._started = True
                 self._check_signing()
                 if self._adopt:
-                    self._adopt_newest()
+                    self._adopt_newest(version)
             result = self.publisher.publish(tensors, version, metadata=metadata)
         except VersionConflictError as exc:
             self._reached_store = True
@@ -264,21 +264,20 @@ class TrainerPublisher:
             fix="give the publisher the run's signer, or allow_unsigned to publish unsigned anyway",
         )
 
-    def _adopt_newest(self) -> None:
+    def _adopt_newest(self, version: int) -> None:
         """Continue from the store's newest version: the first publication is a delta."""
         publisher = self.publisher
         if publisher.config.delta == "never":
             return
-        if not isinstance(publisher, Publisher):
-            log.info(
-                "wanrl_s3: rank %d of %d adopts no base from the store (a %s does not): its "
-                "first version is a keyframe",
-                publisher.rank,
-                publisher.ranks,
-                type(publisher).__name__,
-            )
-            return
-        point = adopt_newest(publisher, verifier=self._verifier)
+        if isinstance(publisher, ShardedPublisher):
+            # this rank's share: the tensors its host copy holds (not known before the
+            # stream without one: the rank then takes part in the choice, and sends whole)
+            names = None if self._buffers is None else list(self._buffers.buffers)
+            point = publisher.adopt_newest(version, names, verifier=self._verifier)
+        elif isinstance(publisher, Publisher):
+            point = adopt_newest(publisher, verifier=self._verifier)
+        else:
+            return  # another VersionPublisher: how it continues a run is its own
         if point is not None:
             self._reached_store = True
             log.info(
