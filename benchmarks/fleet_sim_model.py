@@ -269,7 +269,8 @@ class FleetSim:
         self.puts = {"full": 0, "delta": 0}
         self.out = Outcome(config, links, names, self.stamps, self.alive_at, self.installed,
                            self.regions, self.counters, seen_s=self.seen,
-                           held_at_commit=self.held_at, down_s=[[] for _ in self.workers])  # fmt: skip
+                           held_at_commit=self.held_at,
+                           down_s=[[] for _ in self.workers])  # fmt: skip
 
     def _region(self, name: str) -> Region:
         c = self.cfg

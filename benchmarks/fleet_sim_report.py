@@ -77,10 +77,10 @@ def t_bcast(out: Outcome) -> dict[str, Any]:
     read = [v for v in steady if readers[v]]
     if read:
         q = {v: quantiles(readers[v]) for v in read}
-        result["delta_steady_readers"] = {k: statistics.mean(q[v][k] for v in read) for k in FRACTIONS}
-        result["delta_steady_readers"]["others"] = statistics.mean(
-            len(out.t_bcast_s(v)) - len(readers[v]) for v in read
-        )
+        result["delta_steady_readers"] = {
+            **{k: statistics.mean(q[v][k] for v in read) for k in FRACTIONS},
+            "others": statistics.mean(len(out.t_bcast_s(v)) - len(readers[v]) for v in read),
+        }
     return result
 
 

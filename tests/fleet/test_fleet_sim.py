@@ -259,7 +259,10 @@ def test_with_churn_a_steady_deltas_readers_are_the_workers_without_a_restart_or
     on the keyframe at the commit (500 MB at 100 Mbit/s: 42 s) and stayed up."""
     links = FleetLinks(tuple(WorkerLink(f"w{i}", 100.0, 50.0, 20.0, "r") for i in range(40)))
     config = SimConfig(
-        versions=(Version(1, "full", 500_000_000), *(Version(v, "delta", MiB) for v in range(2, 7))),
+        versions=(
+            Version(1, "full", 500_000_000),
+            *(Version(v, "delta", MiB) for v in range(2, 7)),
+        ),
         snapshot_bytes=1_000_000_000,
         cadence_s=60.0,
         watch=WatchConfig(poll_interval_s=2.0),
