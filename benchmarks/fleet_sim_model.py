@@ -206,6 +206,8 @@ class Outcome:
     fetched: dict[int, int] = field(default_factory=dict)  # version -> fetches that read it
     inter_region_bytes: dict[str, float] = field(default_factory=dict)  # by kind
     put_requests: dict[str, int] = field(default_factory=dict)  # by kind
+    held_at_commit: dict[int, list[int]] = field(default_factory=dict)  # version -> per worker
+    down_s: list[list[float]] = field(default_factory=list)  # per worker: when it went down
     end_s: float = 0.0
 
     def t_bcast_s(self, version: int, since: str = "stamp") -> list[float]:
@@ -215,6 +217,22 @@ class Outcome:
         zero = self.stamps_s[version] if since == "stamp" else self.started_s[version]
         alive = self.alive_at_commit[version]
         return [t - zero for t, a in zip(self.installed_s[version], alive, strict=True) if a]
+
+    def readers(self, version: int) -> list[bool]:
+        """Each worker alive at the commit (as :meth:`t_bcast_s` lists them): whether it read
+        ``version`` as the planner's worker does, holding the version before at the commit and
+        staying up until it installed ``version``. The others were still on a keyframe or the
+        chain after it (a host that crashed or was replaced since, or a slow first download),
+        or went down in between: their time holds a keyframe's download or a restart."""
+        stamp, held = self.stamps_s[version], self.held_at_commit[version]
+        flags = []
+        for i, (alive, done) in enumerate(
+            zip(self.alive_at_commit[version], self.installed_s[version], strict=True)
+        ):
+            if alive:
+                down = any(stamp < t < done for t in self.down_s[i])
+                flags.append(held[i] == version - 1 and not down)
+        return flags
 
     def total(self, name: str) -> float:
         return sum(getattr(c, name) for c in self.counters.values())
@@ -245,11 +263,14 @@ class FleetSim:
         self.installed = {v.number: [INF] * n for v in config.versions}
         self.seen = {v.number: [INF] * n for v in config.versions}
         self.alive_at: dict[int, list[bool]] = {}
+        self.held_at: dict[int, list[int]] = {}
         self.stamps: dict[int, float] = {}
         self.inter_region = {"full": 0.0, "delta": 0.0}
         self.puts = {"full": 0, "delta": 0}
         self.out = Outcome(config, links, names, self.stamps, self.alive_at, self.installed,
-                           self.regions, self.counters, seen_s=self.seen)  # fmt: skip
+                           self.regions, self.counters, seen_s=self.seen,
+                           held_at_commit=self.held_at,
+                           down_s=[[] for _ in self.workers])  # fmt: skip
 
     def _region(self, name: str) -> Region:
         c = self.cfg
@@ -285,6 +306,7 @@ class FleetSim:
             yield env.timeout(self._upload_s(v.stored_bytes, copies))
             self.stamps[v.number] = env.now
             self.alive_at[v.number] = [w.alive for w in self.workers]
+            self.held_at[v.number] = [w.held for w in self.workers]
             objects = math.ceil(max(1, v.stored_bytes) / OBJECT_BYTES)
             self.puts[v.kind] += copies * (objects + 2)
             visible = env.now + COMMIT_REQUESTS * c.trainer_rtt_s
@@ -387,6 +409,7 @@ class FleetSim:
         """Crashed: down for ``restart_s`` (interrupts meanwhile are ignored), then back,
         with its installed version or, as a replaced host, with nothing; it polls at start."""
         w.alive, w.epoch = False, w.epoch + 1
+        self.out.down_s[w.index].append(self.env.now)
         replaced = self.rng.random() < self.cfg.replace_share
         yield self.env.timeout(self.cfg.restart_s)
         if replaced:

@@ -5,8 +5,14 @@ Per route, from one simulated run (:class:`fleet_sim_model.Outcome`):
 * **T_bcast** at 50/90/99 % of the workers alive at each commit, from the start of the
   trainer's upload (the planner's T_bcast: the publish term included): the keyframe,
   and the mean over the deltas (all of them, and the steady ones: deltas committed
-  after 99 % of the fleet held the keyframe, so that no worker is still on its first
-  download).
+  after 99 % of the fleet held the keyframe). With churn a steady delta still has
+  workers that do not read it from the version before (about 1 % of 1,000 at the first
+  steady delta, 0.5 % later: hosts that crashed or were replaced and are back on the
+  keyframe, slow first downloads on the chain after it, hosts that go down before they
+  install); the 99th percentile lands on one of them once they are as many as the
+  workers above it, so the steady deltas' quantiles are also given over the readers
+  alone (``Outcome.readers``: the workers the planner's closed form describes), with
+  the others' count.
 * **requests per prefix**: each prefix's offered rate (background polls, retries and
   refused requests included) per window, its peak and its mean until the last install,
   the peak it admitted, and the run's SlowDowns, retries and fetches started over.
@@ -57,6 +63,7 @@ def t_bcast(out: Outcome) -> dict[str, Any]:
     deltas = [v.number for v in cfg.versions if v.kind == "delta"]
     full = cfg.versions[0].number
     steady = steady_deltas(out, per)
+    readers = {v: _readers_s(out, v) for v in steady}
     result: dict[str, Any] = {
         "per_version": {str(v): per[v] for v in per},
         "never": sum(t == INF for v in per for t in out.t_bcast_s(v)),
@@ -67,7 +74,20 @@ def t_bcast(out: Outcome) -> dict[str, Any]:
         if chosen:
             result[name] = {k: statistics.mean(per[v][k] for v in chosen) for k in FRACTIONS}
             result[name]["versions"] = len(chosen)
+    read = [v for v in steady if readers[v]]
+    if read:
+        q = {v: quantiles(readers[v]) for v in read}
+        result["delta_steady_readers"] = {
+            **{k: statistics.mean(q[v][k] for v in read) for k in FRACTIONS},
+            "others": statistics.mean(len(out.t_bcast_s(v)) - len(readers[v]) for v in read),
+        }
     return result
+
+
+def _readers_s(out: Outcome, version: int) -> list[float]:
+    """T_bcast of ``version`` (from the upload's start) over its readers (``Outcome.readers``)."""
+    times = out.t_bcast_s(version, "start")
+    return [t for t, read in zip(times, out.readers(version), strict=True) if read]
 
 
 def requests(out: Outcome) -> dict[str, Any]:
@@ -299,13 +319,14 @@ def print_table(report: dict[str, Any]) -> None:
     for route, r in report["routes"].items():
         t, plan = r["t_bcast_s"], r["planner"]
         print(f"\n{route} ({r['wall_s']:.0f} s to simulate)")
-        print(f"  {'T_bcast s':<14} {'p50':>9} {'p90':>9} {'p99':>9}   planner p50/p90/p99")
-        for kind in ("full", "delta", "delta_steady"):
+        print(f"  {'T_bcast s':<20} {'p50':>9} {'p90':>9} {'p99':>9}   planner p50/p90/p99")
+        for kind in ("full", "delta", "delta_steady", "delta_steady_readers"):
             if kind in t:
                 q, p = t[kind], plan["full" if kind == "full" else "delta"]
+                others = f" ({q['others']:.1f} others a delta)" if "others" in q else ""
                 print(
-                    f"  {kind:<14} {_f(q['p50']):>9} {_f(q['p90']):>9} {_f(q['p99']):>9}   "
-                    f"{p['p50']:,.1f} / {p['p90']:,.1f} / {p['p99']:,.1f}"
+                    f"  {kind:<20} {_f(q['p50']):>9} {_f(q['p90']):>9} {_f(q['p99']):>9}   "
+                    f"{p['p50']:,.1f} / {p['p90']:,.1f} / {p['p99']:,.1f}{others}"
                 )
         q = r["requests"]
         print(

@@ -5,7 +5,9 @@ one worker on one link must take exactly the transfer time the model defines,
 whatever the number of parts simulated per event; a rate-limited prefix must
 never admit more than its limit, and so must stretch a burst to at least the time
 its requests take at that rate; the calibration on the committed WAN runs must
-stay within 10 %; bad input is one line and exit status 2.
+stay within 10 %; a steady delta's readers (the workers the planner describes) must
+leave out exactly the workers behind at its commit or down before they install it;
+bad input is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fleet_sim_calibrate import load_run, predict  # noqa: E402
-from fleet_sim_model import FleetSim, SimConfig, Version  # noqa: E402
+from fleet_sim_model import FleetSim, Outcome, SimConfig, Version  # noqa: E402
+from fleet_sim_report import t_bcast  # noqa: E402
 from fleet_sim_store import Prefix  # noqa: E402
 
 from wanrl_s3 import PublishConfig, UsageError, WatchConfig  # noqa: E402
-from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink  # noqa: E402
+from wanrl_s3.cost import FetchModel, FleetLinks, WorkerLink, at_fraction_s  # noqa: E402
 
 MiB = 2**20
 RUNS = ROOT / "docs" / "results" / "wan-fleet-2026-12-04"
@@ -216,3 +219,74 @@ def test_a_replica_region_sees_a_version_after_its_lag(route: str) -> None:
     assert max(primary) <= 0.15 + 0.02 + 2.0 * 1.2 + 0.02
     assert min(replica) >= (50.0 if route == "replicate" else 80.0)
     assert all(t < math.inf for t in out.installed_s[2])
+
+
+def test_a_steady_deltas_readers_leave_out_workers_behind_or_down_before_the_install() -> None:
+    """Version 3's commit at 1000 s: worker 0 went down before it (back, holding 2: a
+    reader), worker 2 still held the keyframe, worker 3 went down after it, worker 4 was
+    down at it. Readers: 0 and 1; the others' count: 2 (4 is not counted at all)."""
+    links = FleetLinks(tuple(WorkerLink(f"w{i}", 100.0, 50.0, 20.0, "r") for i in range(5)))
+    config = SimConfig(
+        versions=(Version(1, "full", 8 * MiB), Version(2, "delta", MiB), Version(3, "delta", MiB)),
+        snapshot_bytes=16 * MiB,
+        start_held=True,
+    )
+    inf = math.inf
+    out = Outcome(
+        config, links, ["r"], stamps_s={1: 0.0, 2: 500.0, 3: 1000.0},
+        alive_at_commit={v: [True, True, True, True, v != 3] for v in (1, 2, 3)},
+        installed_s={1: [0.0] * 5, 2: [520.0, 530.0, 900.0, 540.0, 550.0],
+                     3: [1020.0, 1030.0, 1400.0, 1200.0, inf]},
+        regions=[], counters={}, started_s={1: 0.0, 2: 499.0, 3: 999.0},
+        held_at_commit={1: [0] * 5, 2: [1, 1, 0, 1, 1], 3: [2, 2, 1, 2, 2]},
+        down_s=[[800.0], [], [100.0], [1050.0], [990.0]],
+    )  # fmt: skip
+    assert out.readers(3) == [True, True, False, False]
+    assert out.readers(2) == [True, True, False, True, True]
+    readers = t_bcast(out)["delta_steady_readers"]
+    assert readers["others"] == pytest.approx((1 + 2) / 2)
+    for q, f in (("p50", 0.5), ("p99", 0.99)):
+        expect = (at_fraction_s([21.0, 31.0, 41.0, 51.0], f) + at_fraction_s([21.0, 31.0], f)) / 2
+        assert readers[q] == pytest.approx(expect)
+    assert t_bcast(out)["delta_steady"]["p99"] > readers["p99"]  # 401 s for version 3
+
+
+def test_with_churn_a_steady_deltas_readers_are_the_workers_without_a_restart_or_keyframe() -> None:
+    """Heavy churn on a warm fleet (a crash per worker every 3 minutes, half of the
+    restarts a new host): a reader's time is a poll gap, four round trips, a 1 MiB delta
+    and its install, under 5 s. Left out, and slower: workers that held the version
+    before and went down after the commit (a 30 s restart), and workers that were still
+    on the keyframe at the commit (500 MB at 100 Mbit/s: 42 s) and stayed up."""
+    links = FleetLinks(tuple(WorkerLink(f"w{i}", 100.0, 50.0, 20.0, "r") for i in range(40)))
+    config = SimConfig(
+        versions=(
+            Version(1, "full", 500_000_000),
+            *(Version(v, "delta", MiB) for v in range(2, 7)),
+        ),
+        snapshot_bytes=1_000_000_000,
+        cadence_s=60.0,
+        watch=WatchConfig(poll_interval_s=2.0),
+        fetch=FetchModel(2.0, install_mb_per_s=400.0, delta_install_mb_per_s=800.0),
+        trainer_rtt_s=0.01,
+        crash_per_hour=20.0,
+        restart_s=30.0,
+        replace_share=0.5,
+        start_held=True,
+        tail_s=600.0,
+        seed=4,
+    )
+    out = FleetSim(links, config).run()
+    down_after, behind = [], []
+    for v in range(2, 7):
+        stamp = out.stamps_s[v]
+        alive = [i for i, a in enumerate(out.alive_at_commit[v]) if a]
+        for i, read in zip(alive, out.readers(v), strict=True):
+            t = out.installed_s[v][i] - stamp
+            if read:
+                assert t < 5.0, (v, i, t)
+            elif out.held_at_commit[v][i] == v - 1:
+                down_after.append(t)
+            elif not any(stamp < d < out.installed_s[v][i] for d in out.down_s[i]):
+                behind.append(t)
+    assert down_after and min(down_after) >= 30.0
+    assert behind and max(behind) > 30.0
