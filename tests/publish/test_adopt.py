@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import ml_dtypes
@@ -173,3 +175,34 @@ def test_cli_publish_takes_the_readers_keyring_for_its_base(tmp_path: Path) -> N
         assert main(argv) == 0
         with Subscriber(store) as sub:
             assert sub.manifest(2).kind == kind
+
+
+def _peak_bytes(call: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_adopting_holds_one_copy_of_the_base(tmp_path: Path) -> None:
+    """The fetched version is the publisher's base itself, not copied into a second one:
+    a restarted trainer of a model that fills half its host memory can still adopt."""
+    store = open_store(f"file://{tmp_path}/store")
+    rng = np.random.default_rng(1)
+    big = {f"w{i}": rng.integers(0, 2**15, 2**21, np.int16) for i in range(32)}  # 128 MiB
+    Publisher(store, PublishConfig(delta="never", full_coding="raw")).publish(big, 1)
+    model_bytes = sum(a.nbytes for a in big.values())
+
+    def fetch() -> None:
+        with Subscriber(store) as sub:
+            sub.fetch(1)
+
+    fetching = _peak_bytes(fetch)  # the version, and the reads' buffers
+    restarted = Publisher(store, CONFIG)
+    adopting = _peak_bytes(lambda: adopt_newest(restarted))
+    # a fetch's peak (1.5x here: the reads' buffers) and no more; copied, 2x
+    assert adopting < fetching + model_bytes / 4, (adopting, fetching)
+    result = restarted.publish({k: v.copy() for k, v in big.items()}, 2)
+    assert result.kind == "delta" and result.stored_bytes < model_bytes / 100

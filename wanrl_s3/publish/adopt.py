@@ -185,6 +185,7 @@ def take(
         since_keyframe=min(point.since_keyframe, publisher.config.keyframe_every),
         borrow=borrow,
         manifest_hash=point.manifest_hash,
+        copy=False,  # fetched for the publisher (or borrowed): handed over, never copied
     )
     return replace(point, adopted=True)
 

@@ -224,6 +224,7 @@ class Continuing:
         since_keyframe: int,
         borrow: bool = False,
         manifest_hash: str | None = None,
+        copy: bool = True,
     ) -> None:
         """Start from an already published version (the caller has verified ``tensors``:
         the whole version, or a rank's share of it).
@@ -231,8 +232,11 @@ class Continuing:
         A restarted trainer, or a one-shot CLI publish, uses this to send a delta
         instead of a keyframe. With ``borrow`` the arrays are read but never
         written (a memory-mapped file); the publisher then forgets them after
-        one publish. ``manifest_hash``: the adopted version's manifest digest, which
-        the next delta's manifest pins (see :attr:`Manifest.digest`).
+        one publish. Otherwise the publisher keeps a copy it updates with each
+        version; ``copy=False`` hands it the arrays themselves (fetched for it: no
+        second copy of the model in memory), which the caller must not use after.
+        ``manifest_hash``: the adopted version's manifest digest, which the next
+        delta's manifest pins (see :attr:`Manifest.digest`).
         """
         self._writer.adopt(
             version,
@@ -241,6 +245,7 @@ class Continuing:
             since_keyframe=since_keyframe,
             borrow=borrow,
             manifest_hash=manifest_hash,
+            copy=copy,
         )
 
 
@@ -374,10 +379,14 @@ class VersionWriter:
         since_keyframe: int,
         borrow: bool,
         manifest_hash: str | None,
+        copy: bool = True,
     ) -> None:
         """Hold a published version's verified ``tensors`` as the base (copied unless
-        ``borrow``: read-only arrays, used for one publish)."""
-        bits = dict(tensors) if borrow else {k: np.array(v) for k, v in tensors.items()}
+        ``borrow``, read-only arrays used for one publish, or not ``copy``: handed over)."""
+        if borrow:
+            bits = dict(tensors)
+        else:  # arrays it may update in place: writable and contiguous, the caller's if given
+            bits = {k: v if not copy and _writable(v) else np.array(v) for k, v in tensors.items()}
         base = DeltaBase(
             layout.check_version(version),
             keyframe_version,
@@ -611,6 +620,10 @@ def _is_ours(store: ObjectStore, version: int, data: bytes, publish_ids: Sequenc
     return stored is not None and (
         stored == data or any(f'"{pid}/'.encode() in stored for pid in publish_ids)
     )
+
+
+def _writable(arr: np.ndarray) -> bool:
+    return isinstance(arr, np.ndarray) and arr.flags.writeable and arr.flags.c_contiguous
 
 
 def _hold(arr: np.ndarray, reuse: np.ndarray | None) -> np.ndarray:
