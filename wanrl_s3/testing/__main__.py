@@ -65,6 +65,18 @@ def _serve_cdn(args: argparse.Namespace) -> int:
     return 0  # the edge and its cache are gone
 
 
+def _add_url_file_arg(parser: argparse.ArgumentParser, when: str) -> None:
+    """``--url-file`` of a server command: ``when`` says what it writes and when."""
+    parser.add_argument(
+        "--url-file",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"{when} and this process's id to FILE (for wait-s3 --url-file); removed on "
+        "exit (default: none)",
+    )
+
+
 @contextlib.contextmanager
 def _announced(url_file: Path | None, endpoint: str) -> Iterator[None]:
     """``url_file`` holds the endpoint and this process's id while the server runs.
@@ -200,14 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="create this bucket (repeatable)",
     )
-    s.add_argument(
-        "--url-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="once ready, write the endpoint URL and this process's id to FILE (for wait-s3 "
-        "--url-file); removed on exit (default: none)",
-    )
+    _add_url_file_arg(s, "once ready, write the endpoint URL")
     s.set_defaults(func=_serve)
     c = sub.add_parser(
         "serve-cdn",
@@ -232,14 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="let the edge read this run's v/ and LATEST, as a CDN's bucket policy does "
         "(repeatable)",
     )
-    c.add_argument(
-        "--url-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="once it listens, write the edge's URL and this process's id to FILE (for "
-        "wait-s3 --url-file); removed on exit (default: none)",
-    )
+    _add_url_file_arg(c, "once it listens, write the edge's URL")
     c.set_defaults(func=_serve_cdn)
     w = sub.add_parser(
         "wait-s3",
