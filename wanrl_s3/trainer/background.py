@@ -14,6 +14,13 @@ flight at exit is given ``close_wait_s`` to finish (logged either way), from
 accepting work (the uploads need its pools). A process killed outright leaves
 nothing half-visible: a version becomes visible only when its manifest is
 committed, after its last payload byte.
+
+Finishing waits for the publication's thread to end, not only for its future:
+the thread resolves the future and only then drops the job, whose torch tensors
+free their memory with the GIL released. Were the interpreter finalizing by
+then, CPython (before 3.14) would end the thread with ``pthread_exit`` as it
+took the GIL back, unwinding through torch's C++ frames: ``std::terminate`` and
+SIGABRT after a publication that succeeded.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import concurrent.futures.thread  # noqa: F401  (its exit hook must be registered before ours)
 import logging
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from concurrent import futures
@@ -72,6 +80,7 @@ class _Flight:
     version: int
     started_s: float
     future: PublicationFuture[Any]
+    thread: threading.Thread | None = None  # set once started
 
 
 class Background:
@@ -96,10 +105,10 @@ class Background:
         future: PublicationFuture[T] = PublicationFuture()
         future.set_running_or_notify_cancel()  # running from now on: it cannot be cancelled
         flight = _Flight(version, self.clock.monotonic(), future)
-        thread = threading.Thread(
+        flight.thread = threading.Thread(
             target=_run, args=(flight, job), name=f"wanrl-publish-v{version}", daemon=True
         )
-        thread.start()
+        flight.thread.start()
         self._flight = flight
         return future
 
@@ -114,12 +123,31 @@ class Background:
     def finish(self) -> bool:
         """Let a publication in flight finish, within ``close_wait_s``; True if none is left.
 
-        A publication given up on is not cancelled: it may still commit, whole,
-        while the process lives; if the process ends first, nothing of it is visible.
+        Returns once its thread has ended, not only its future (see the module
+        docstring). A publication given up on is not cancelled: it may still commit,
+        whole, while the process lives; if the process ends first, nothing of it is
+        visible.
         """
         flight = self._flight
-        if flight is None or flight.future.done():
+        if flight is None:
             return True
+        deadline_s = time.monotonic() + self.close_wait_s
+        if not flight.future.done() and not self._wait_logged(flight):
+            return False
+        thread = flight.thread
+        if thread is not None and thread is not threading.current_thread():  # not a callback's
+            thread.join(max(0.0, deadline_s - time.monotonic()))
+            if thread.is_alive():
+                log.warning(
+                    "wanrl_s3: the thread of v%d's publication, which finished, did not end "
+                    "within close_wait_s=%g",
+                    flight.version,
+                    self.close_wait_s,
+                )
+        return True
+
+    def _wait_logged(self, flight: _Flight) -> bool:
+        """Wait ``close_wait_s`` for the publication in flight, saying so; True if it ended."""
         log.info(
             "wanrl_s3: waiting up to %g s for the publication of v%d to finish",
             self.close_wait_s,
