@@ -44,6 +44,13 @@ Design choices, and why:
   the committed manifest's sizes, makes the *next* version a keyframe. A rank
   that lost its base (a failed version) sends its share whole; a delta version
   may hold whole tensors, so the version still commits.
+- **Adopting** (:meth:`ShardedPublisher.adopt_newest`, at a launch's first
+  version): only the committing rank may hold the keys that say whether the
+  readers trust the store's newest version, so it decides and posts its choice
+  next to the share records; the others follow it. Were each rank to decide
+  alone, a rank without keys could send a delta against a base the committer
+  refused, and the merged version would be one the readers cannot use. Each rank
+  fetches only its own share of the base, as it would hold after publishing it.
 - ``run_id`` must be the same on every rank of one launch and new for every
   launch (broadcast one from rank 0 at start, or derive it from the job id and
   restart count): share records are keyed by it. A rank that finds its key taken
