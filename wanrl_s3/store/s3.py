@@ -54,6 +54,8 @@ from .s3_confirm import UploadConfirmations
 from .sink import StreamBroke, read_socket_into
 from .spec import Blob, ObjectInfo, ObjectStore, PendingUpload
 
+log = logging.getLogger(__name__)
+
 #: Failures worth another try: the connection, not the request, went wrong.
 RETRYABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
     bx.EndpointConnectionError,
@@ -98,7 +100,6 @@ _CHUNK_BYTES = MiB  # per chunk where botocore's stream is copied
 # keys the service does not know, or a signature made with another secret
 _CREDENTIAL_CODES = frozenset({"InvalidAccessKeyId", "SignatureDoesNotMatch"})
 # a body that does not match the checksum sent with it
-log = logging.getLogger(__name__)
 _DIGEST_CODES = frozenset({"BadDigest", "InvalidDigest", "XAmzContentChecksumMismatch"})
 
 
