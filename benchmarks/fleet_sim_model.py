@@ -208,6 +208,7 @@ class Outcome:
     put_requests: dict[str, int] = field(default_factory=dict)  # by kind
     held_at_commit: dict[int, list[int]] = field(default_factory=dict)  # version -> per worker
     down_s: list[list[float]] = field(default_factory=list)  # per worker: when it went down
+    replaced_s: list[list[float]] = field(default_factory=list)  # per worker: a new host, when
     end_s: float = 0.0
 
     def t_bcast_s(self, version: int, since: str = "stamp") -> list[float]:
@@ -244,18 +245,23 @@ class FleetSim:
     def __init__(self, links: FleetLinks, config: SimConfig) -> None:
         self.cfg, self.links = config, links
         self.env = simpy.Environment()
-        self.rng = random.Random(config.seed)
+        self.rng = random.Random(config.seed)  # polls, lags, jitter: drawn in a route's order
         self.retry = dataclasses.replace(config.retry, rng=random.Random(config.seed + 1))
         self.deal = PublishConfig(payload_prefixes=config.payload_prefixes)
         self.counters = {"full": Counters(), "delta": Counters()}
         names = list(dict.fromkeys(w.region for w in links.workers))
         self.regions = [self._region(name) for name in names]
         self.workers: list[Worker] = []
+        self.churn_rng: list[random.Random] = []
         for i, link in enumerate(links.workers):
             r = names.index(link.region)
             goodput = link.downlink_mbps * 1e6 / 8 * config.fetch.goodput_share
             held = config.versions[0].number if config.start_held else 0
             self.workers.append(Worker(i, link, r, goodput, held=held, want=held))
+            # A worker's life (its crashes, which restart on a new host) has a stream of its
+            # own, so one seed gives it the same crashes on every route and every fleet
+            # setting; drawn from the shared stream, they would move with the route's polls.
+            self.churn_rng.append(random.Random(f"{config.seed}/churn/{i}"))
             self.regions[r].workers.append(i)
         for region in self.regions:  # LATEST polls between publications: a steady load
             region.base.background_per_s = len(region.workers) / config.watch.poll_interval_s
@@ -270,7 +276,8 @@ class FleetSim:
         self.out = Outcome(config, links, names, self.stamps, self.alive_at, self.installed,
                            self.regions, self.counters, seen_s=self.seen,
                            held_at_commit=self.held_at,
-                           down_s=[[] for _ in self.workers])  # fmt: skip
+                           down_s=[[] for _ in self.workers],
+                           replaced_s=[[] for _ in self.workers])  # fmt: skip
 
     def _region(self, name: str) -> Region:
         c = self.cfg
@@ -410,7 +417,9 @@ class FleetSim:
         with its installed version or, as a replaced host, with nothing; it polls at start."""
         w.alive, w.epoch = False, w.epoch + 1
         self.out.down_s[w.index].append(self.env.now)
-        replaced = self.rng.random() < self.cfg.replace_share
+        replaced = self.churn_rng[w.index].random() < self.cfg.replace_share
+        if replaced:
+            self.out.replaced_s[w.index].append(self.env.now)
         yield self.env.timeout(self.cfg.restart_s)
         if replaced:
             w.held, w.manifests = 0, set()
@@ -424,7 +433,7 @@ class FleetSim:
         env, rate_per_s = self.env, self.cfg.crash_per_hour / 3600.0
         horizon = (len(self.cfg.versions) - 1) * self.cfg.cadence_s + self.cfg.tail_s
         while True:
-            yield env.timeout(self.rng.expovariate(rate_per_s))
+            yield env.timeout(self.churn_rng[w.index].expovariate(rate_per_s))
             if env.now >= horizon:
                 return
             if w.alive and w.process is not None:
