@@ -290,3 +290,34 @@ def test_with_churn_a_steady_deltas_readers_are_the_workers_without_a_restart_or
                 behind.append(t)
     assert down_after and min(down_after) >= 30.0
     assert behind and max(behind) > 30.0
+
+
+def test_a_seed_gives_each_worker_the_same_crashes_on_every_route() -> None:
+    """A worker's crashes, and which of them restart on a new host, come from a stream of
+    their own: the routes draw the shared stream (poll phases, the relay's poll, lags) in
+    different orders, and a route's figures must not move with its own crash draw."""
+    links = FleetLinks(
+        tuple(WorkerLink(f"w{i}", 200.0, 50.0, 20.0, f"r{i % 3}") for i in range(30))
+    )
+    lives = {}
+    for route in ("bucket", "cdn", "relay"):
+        config = SimConfig(
+            versions=(Version(1, "full", 8 * MiB), *(Version(v, "delta", MiB) for v in (2, 3))),
+            snapshot_bytes=16 * MiB,
+            route=route,
+            cadence_s=600.0,
+            watch=WatchConfig(poll_interval_s=2.0),
+            replication_lag_s=30.0,
+            relay_mbps=40.0,
+            crash_per_hour=10.0,
+            restart_s=30.0,
+            replace_share=0.5,
+            start_held=True,
+            seed=5,
+        )
+        out = FleetSim(links, config).run()
+        lives[route] = (out.down_s, out.replaced_s)
+    down, replaced = lives["bucket"]
+    assert sum(len(d) >= 2 for d in down) >= 10 and any(replaced)  # second crashes, new hosts
+    assert lives["cdn"] == lives["bucket"]
+    assert lives["relay"] == lives["bucket"]
