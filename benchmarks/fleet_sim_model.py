@@ -259,8 +259,8 @@ class FleetSim:
             held = config.versions[0].number if config.start_held else 0
             self.workers.append(Worker(i, link, r, goodput, held=held, want=held))
             # A worker's life (its crashes, which restart on a new host) has a stream of its
-            # own, so one seed gives it the same crashes on every route and every fleet
-            # setting; drawn from the shared stream, they would move with the route's polls.
+            # own, so one seed gives it the same crashes on every route: drawn from the
+            # shared stream, they would move with the order in which a route draws its polls.
             self.churn_rng.append(random.Random(f"{config.seed}/churn/{i}"))
             self.regions[r].workers.append(i)
         for region in self.regions:  # LATEST polls between publications: a steady load

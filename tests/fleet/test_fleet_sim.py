@@ -7,7 +7,8 @@ never admit more than its limit, and so must stretch a burst to at least the tim
 its requests take at that rate; the calibration on the committed WAN runs must
 stay within 10 %; a steady delta's readers (the workers the planner describes) must
 leave out exactly the workers behind at its commit or down before they install it;
-bad input is one line and exit status 2.
+one seed must give each worker the same crashes on every route; bad input is one line
+and exit status 2.
 """
 
 from __future__ import annotations
